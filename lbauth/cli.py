@@ -1,0 +1,281 @@
+"""The `lbauth` command (contract section 2).
+
+Every subcommand takes the settings flags and `--json`; results go to standard output, errors to
+standard error as one line with a non-zero exit status (2: bad settings or usage, 1: the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from lbauth import demo, logs
+from lbauth import settings as settings_mod
+from lbauth.clock import SystemClock
+from lbauth.core import apps, keys, users
+from lbauth.core.apps import AppPolicy
+from lbauth.core.masterkey import MasterKeyError, load_master_keys
+from lbauth.errors import LbauthError, ServerUnavailable
+from lbauth.logs import redact
+from lbauth.settings import Settings, SettingsError
+from lbauth.storage import migrate
+from lbauth.storage.db import Database
+
+Command = Callable[[argparse.Namespace, Settings], Awaitable[Any]]
+
+
+class CommandError(Exception):
+    """A readable one-line failure of a command."""
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+def _emit(result: Any, as_json: bool) -> None:
+    if result is None:
+        return
+    if as_json:
+        print(json.dumps(result, indent=2))
+    elif isinstance(result, list):
+        for i, item in enumerate(result):
+            if i:
+                print()
+            _print_record(item)
+        if not result:
+            print("(none)")
+    elif isinstance(result, dict):
+        _print_record(result)
+    else:
+        print(result)
+
+
+def _print_record(record: dict[str, Any]) -> None:
+    width = max((len(k) for k in record), default=0)
+    for key, value in record.items():
+        if isinstance(value, list):
+            value = ", ".join(map(str, value)) if value else "-"
+        elif value is None:
+            value = "-"
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        print(f"{key.ljust(width)}  {value}")
+
+
+# ---- database access for commands ----------------------------------------------------------------
+
+async def _database(settings: Settings) -> Database:
+    from lbauth.server import open_database
+    return await open_database(settings)
+
+
+async def _with_db(settings: Settings, work: Callable[[Database], Awaitable[Any]]) -> Any:
+    db = await _database(settings)
+    try:
+        return await work(db)
+    finally:
+        await db.close()
+
+
+# ---- commands ------------------------------------------------------------------------------------
+
+async def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
+    from lbauth.server import serve_forever
+    await serve_forever(settings)
+
+
+async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
+    db = Database(settings.database_url)
+    try:
+        before, after = await migrate.upgrade(db)
+    finally:
+        await db.close()
+    return {"from": before, "to": after}
+
+
+async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict:
+    return await _with_db(settings, lambda db: users.create_user(
+        db, SystemClock(), email=args.email, name=args.name, password=args.password, avatar=args.avatar or "",
+        bio=args.bio or "", interest_tags=args.interest_tag or ()))
+
+
+async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
+    async def work(db: Database) -> dict:
+        session = await users.login(db, SystemClock(), settings.user_token_ttl, args.email, args.password)
+        return {"token": session.token, "expiresIn": session.expires_in}
+    return await _with_db(settings, work)
+
+
+def _policy(settings: Settings) -> AppPolicy:
+    return AppPolicy(development=settings.development)
+
+
+async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
+    master = load_master_keys(settings)
+    return await _with_db(settings, lambda db: apps.create_app(
+        db, SystemClock(), master, _policy(settings), name=args.name, owner_email=args.owner,
+        redirect_uris=args.redirect_uri, allowed_scopes=args.scope, webhook_url=args.webhook_url))
+
+
+async def cmd_apps_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await _with_db(settings, apps.list_apps)
+
+
+async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
+    async def work(db: Database) -> dict:
+        return apps.view(await apps.get_app(db, args.client_id))
+    return await _with_db(settings, work)
+
+
+async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
+    return await _with_db(settings, lambda db: apps.update_app(
+        db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
+        allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook))
+
+
+async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
+    return await _with_db(settings, lambda db: apps.rotate_client_secret(db, SystemClock(), args.client_id))
+
+
+async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
+    master = load_master_keys(settings)
+    return await _with_db(settings, lambda db: apps.rotate_webhook_secret(db, SystemClock(), master,
+                                                                          args.client_id))
+
+
+async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await _with_db(settings, keys.list_keys)
+
+
+async def cmd_demo(args: argparse.Namespace, settings: Settings) -> dict | None:
+    master = load_master_keys(settings)
+    result = await _with_db(settings, lambda db: demo.ensure_demo(db, SystemClock(), master, settings))
+    if args.json:
+        return result
+    print(demo.describe(result))
+    return None
+
+
+# ---- the parser ----------------------------------------------------------------------------------
+
+def _settings_flags() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("settings (over LBAUTH_* variables, over --config, over defaults)")
+    group.add_argument("--config", metavar="FILE", help="a TOML settings file")
+    for name in settings_mod.FLAG_SETTINGS:
+        group.add_argument(settings_mod.flag_name(name), dest=f"setting_{name}", metavar="VALUE",
+                           help=f"(env {settings_mod.env_name(name)})")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _settings_flags()
+    parser = argparse.ArgumentParser(prog="lbauth", description="lbauth: OAuth2 authorization and token service")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(parent: Any, name: str, handler: Command, help_text: str) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(handler=handler)
+        return p
+
+    command(sub, "serve", cmd_serve, "serve the API and the pages on one port")
+    command(sub, "demo", cmd_demo, "create the demo user and app if absent (used by `make run`)")
+
+    db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_command", metavar="COMMAND",
+                                                                      required=True)
+    command(db, "upgrade", cmd_db_upgrade, "apply pending schema migrations")
+
+    u = sub.add_parser("users", help="user accounts").add_subparsers(dest="users_command", metavar="COMMAND",
+                                                                       required=True)
+    p = command(u, "create", cmd_users_create, "create a user")
+    p.add_argument("--email", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--password", required=True)
+    p.add_argument("--avatar", metavar="URL")
+    p.add_argument("--bio", metavar="TEXT")
+    p.add_argument("--interest-tag", metavar="T", action="append")
+    p = command(u, "token", cmd_users_token, "log in and print a user token (as POST /api/auth/login)")
+    p.add_argument("--email", required=True)
+    p.add_argument("--password", required=True)
+
+    a = sub.add_parser("apps", help="registered applications").add_subparsers(dest="apps_command",
+                                                                               metavar="COMMAND", required=True)
+    p = command(a, "create", cmd_apps_create, "register an app; prints its secrets this once")
+    p.add_argument("--name", required=True)
+    p.add_argument("--owner", required=True, metavar="EMAIL")
+    p.add_argument("--redirect-uri", required=True, action="append", metavar="URI")
+    p.add_argument("--scope", action="append", metavar="S", help="an allowed scope (default: every scope)")
+    p.add_argument("--webhook-url", metavar="URL")
+    command(a, "list", cmd_apps_list, "list apps")
+    p = command(a, "show", cmd_apps_show, "show one app")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+    p = command(a, "update", cmd_apps_update, "change an app's name, redirect URIs, scopes or webhook URL")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+    p.add_argument("--name")
+    p.add_argument("--redirect-uri", action="append", metavar="URI", help="replaces the list")
+    p.add_argument("--scope", action="append", metavar="S", help="replaces the list")
+    p.add_argument("--webhook-url", metavar="URL", help='"" removes the webhook')
+    p.add_argument("--enable-webhook", action="store_true", help="re-enable a webhook disabled by a 410")
+    p = command(a, "rotate-secret", cmd_apps_rotate_secret, "issue a new client secret; prints it this once")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+    p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,
+                "issue a new webhook secret; prints it this once")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+
+    k = sub.add_parser("keys", help="signing keys").add_subparsers(dest="keys_command", metavar="COMMAND",
+                                                                    required=True)
+    command(k, "list", cmd_keys_list, "list signing keys and their states")
+    return parser
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    flags = {name: getattr(args, f"setting_{name}") for name in settings_mod.FLAG_SETTINGS}
+    flags["config"] = args.config
+    return settings_mod.load(flags)
+
+
+def _shown_url(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__
+    orig = getattr(cause, "orig", None) or cause
+    return redact(str(orig).splitlines()[0]) if orig and str(orig) else type(orig).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = _settings_from(args)
+    except SettingsError as exc:
+        print(f"lbauth: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(settings.log_level if args.command == "serve" else "WARNING")
+    try:
+        result = asyncio.run(args.handler(args, settings))
+    except SettingsError as exc:
+        print(f"lbauth: {exc}", file=sys.stderr)
+        return 2
+    except ServerUnavailable as exc:
+        print(f"lbauth: cannot reach the database {_shown_url(settings.database_url)}: "
+              f"{_cause(exc)}", file=sys.stderr)
+        return 1
+    except LbauthError as exc:
+        print(f"lbauth: {exc.message}", file=sys.stderr)
+        return 1
+    except (migrate.SchemaOutOfDate, MasterKeyError, CommandError) as exc:
+        print(f"lbauth: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"lbauth: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    _emit(result, args.json)
+    return 0

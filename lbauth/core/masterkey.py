@@ -1,0 +1,121 @@
+"""Secrets at rest (contract sections 6 and 8): AES-256-GCM under a list of master keys.
+
+The first key encrypts, every key decrypts, so a rotation re-encrypts under a new first key and
+then retires the old one. A sealed value reads `mk1.<key id>.<base64url(nonce || ciphertext)>`;
+the key id lets rotation find every value still sealed under an old key. Each value is bound to
+its purpose (associated data), so a ciphertext copied into another row does not open there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from lbauth.settings import Settings, SettingsError
+
+_PREFIX = "mk1"
+
+
+class MasterKeyError(Exception):
+    """A sealed value cannot be opened with any configured master key."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def key_id(key: bytes) -> str:
+    return hashlib.sha256(b"lbauth master key id\0" + key).hexdigest()[:12]
+
+
+def generate_key_text() -> str:
+    """A new master key as it is written in LBAUTH_MASTER_KEY or the key file."""
+    return _b64(secrets.token_bytes(32))
+
+
+class MasterKeys:
+    def __init__(self, keys: list[bytes]) -> None:
+        if not keys:
+            raise ValueError("at least one master key is needed")
+        self._keys = {key_id(k): AESGCM(k) for k in keys}
+        self.primary_id = key_id(keys[0])
+        self.ids = tuple(self._keys)
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> MasterKeys:
+        """Keys separated by commas or newlines, each 32 bytes in base64url."""
+        keys = []
+        for item in text.replace("\n", ",").split(","):
+            item = item.strip()
+            if not item or item.startswith("#"):
+                continue
+            try:
+                key = _unb64(item)
+            except ValueError:
+                key = b""
+            if len(key) != 32:
+                raise SettingsError(
+                    f"{source}: each master key must be 32 random bytes in base64url "
+                    "(make one with: python3 -c 'import lbauth.core.masterkey as m; print(m.generate_key_text())')")
+            keys.append(key)
+        if not keys:
+            raise SettingsError(f"{source}: no master key found")
+        return cls(keys)
+
+    def seal(self, plaintext: bytes, purpose: str) -> str:
+        nonce = os.urandom(12)
+        ciphertext = self._keys[self.primary_id].encrypt(nonce, plaintext, purpose.encode())
+        return f"{_PREFIX}.{self.primary_id}.{_b64(nonce + ciphertext)}"
+
+    def open(self, sealed: str, purpose: str) -> bytes:
+        try:
+            prefix, kid, data = sealed.split(".", 2)
+            aead = self._keys[kid] if prefix == _PREFIX else None
+        except (ValueError, KeyError):
+            aead = None
+        if aead is None:
+            raise MasterKeyError("sealed with a master key that is not configured")
+        raw = _unb64(data)
+        try:
+            return aead.decrypt(raw[:12], raw[12:], purpose.encode())
+        except InvalidTag:
+            raise MasterKeyError("sealed value does not authenticate") from None
+
+    @staticmethod
+    def sealed_key_id(sealed: str) -> str:
+        return sealed.split(".", 2)[1]
+
+
+def key_file(settings: Settings) -> Path:
+    return settings.data_dir / "master.key"
+
+
+def load_master_keys(settings: Settings) -> MasterKeys:
+    """LBAUTH_MASTER_KEY if set; else the data dir's key file, generated once with mode 0600."""
+    if settings.master_key:
+        return MasterKeys.parse(settings.master_key, "LBAUTH_MASTER_KEY")
+    path = key_file(settings)
+    if not path.exists():
+        settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(generate_key_text() + "\n")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SettingsError(f"master key file {str(path)!r}: {exc.strerror}") from None
+    return MasterKeys.parse(text, f"master key file {str(path)!r}")

@@ -1,0 +1,43 @@
+"""Opaque credentials (contract section 6): prefixed random strings, stored only as SHA-256.
+
+Codes `lba_ac_`, refresh tokens `lba_rt_`, user tokens `lba_ut_` and client secrets `lba_cs_`
+carry 256 bits of randomness after the prefix. They are high-entropy, so a plain SHA-256 is the
+right hash (a slow password hash would only cap the token endpoint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+CODE = "lba_ac_"
+ACCESS_TOKEN = "lba_at_"
+REFRESH_TOKEN = "lba_rt_"
+USER_TOKEN = "lba_ut_"
+CLIENT_SECRET = "lba_cs_"
+WEBHOOK_SECRET = "lba_whs_"
+
+
+def new_secret(prefix: str) -> str:
+    """The prefix and 256 random bits in base64url (43 characters)."""
+    return prefix + secrets.token_urlsafe(32)
+
+
+def new_id(prefix: str) -> str:
+    """A public identifier: unguessable, but not a credential (ids appear in logs and URLs)."""
+    return prefix + secrets.token_hex(12)
+
+
+def digest(value: str) -> str:
+    """The stored form of an opaque credential."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def matches(value: str, stored_digest: str) -> bool:
+    """Constant-time check of a presented credential against its stored digest."""
+    return hmac.compare_digest(digest(value), stored_digest)
+
+
+def has_prefix(value: str, prefix: str) -> bool:
+    return isinstance(value, str) and value.startswith(prefix) and len(value) > len(prefix)

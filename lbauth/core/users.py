@@ -1,0 +1,87 @@
+"""Users and their login (contract section 4): argon2id passwords, `lba_ut_` user tokens."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Row
+from sqlalchemy.exc import IntegrityError
+
+from lbauth.clock import Clock
+from lbauth.core import opaque, passwords
+from lbauth.errors import Conflict, LoginFailed, TokenInvalid, ValidationFailed
+from lbauth.storage.db import Database
+from lbauth.storage.repo import users as repo
+
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+
+
+@dataclass(frozen=True)
+class Session:
+    token: str
+    expires_in: int
+
+
+def normalize_email(email: str) -> str:
+    email = (email or "").strip().lower()
+    if len(email) > 320 or not _EMAIL.match(email):
+        raise ValidationFailed("email must be an email address")
+    return email
+
+
+def public_user(row: Row) -> dict:
+    """The user as lbauth's own API and command line show it."""
+    return {"userId": row.id, "email": row.email, "name": row.name}
+
+
+async def create_user(db: Database, clock: Clock, *, email: str, name: str, password: str,
+                      avatar: str = "", bio: str = "", interest_tags: Sequence[str] = ()) -> dict:
+    email = normalize_email(email)
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise ValidationFailed("name must be 1 to 200 characters")
+    if len(password or "") < passwords.MIN_LENGTH:
+        raise ValidationFailed(f"password must be at least {passwords.MIN_LENGTH} characters")
+    if avatar and not re.match(r"^https?://\S+$", avatar):
+        raise ValidationFailed("avatar must be an http(s) URL")
+    row = dict(id=opaque.new_id("usr_"), email=email, name=name, avatar=avatar or "", bio=bio or "",
+               interest_tags=[t.strip() for t in interest_tags if t.strip()],
+               password_hash=await passwords.hash_password(password), created_at=int(clock.now()))
+    try:
+        await db.transaction(repo.insert_user, **row)
+    except IntegrityError:
+        raise Conflict("A user with this email already exists.") from None
+    return {"userId": row["id"], "email": email, "name": name}
+
+
+async def login(db: Database, clock: Clock, ttl: int, email: str, password: str) -> Session:
+    """Check the password and open a session; the same answer for a wrong email or password."""
+    try:
+        email = normalize_email(email)
+    except ValidationFailed:
+        email = ""
+    user = await db.read(repo.by_email, email) if email else None
+    if not await passwords.verify_password(user.password_hash if user else None, password or ""):
+        raise LoginFailed()
+    token = opaque.new_secret(opaque.USER_TOKEN)
+    now = int(clock.now())
+    await db.transaction(repo.insert_token, token_hash=opaque.digest(token), user_id=user.id,
+                         created_at=now, expires_at=now + ttl)
+    return Session(token=token, expires_in=ttl)
+
+
+async def user_for_token(db: Database, clock: Clock, token: str) -> Row:
+    """The user a live `lba_ut_` token belongs to, or TokenInvalid."""
+    if not opaque.has_prefix(token, opaque.USER_TOKEN):
+        raise TokenInvalid()
+    user = await db.read(repo.user_for_token, opaque.digest(token), int(clock.now()))
+    if user is None:
+        raise TokenInvalid()
+    return user
+
+
+async def logout(db: Database, clock: Clock, token: str) -> None:
+    if opaque.has_prefix(token, opaque.USER_TOKEN):
+        await db.transaction(repo.revoke_token, opaque.digest(token), int(clock.now()))

@@ -1,0 +1,1 @@
+"""HTTP handlers: thin adapters from Tornado requests to the core and back."""

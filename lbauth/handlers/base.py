@@ -1,0 +1,220 @@
+"""What every handler shares: the envelope (contract section 3), one place that renders every
+error, request bodies read under a size limit, request ids, and security headers.
+
+Handlers stay thin: parse the request, call the core, render the result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from typing import Any
+from urllib.parse import parse_qsl
+
+import tornado.web
+
+from lbauth import logs
+from lbauth.errors import (
+    InternalError,
+    LbauthError,
+    MethodNotAllowed,
+    NotFound,
+    RequestTooLarge,
+    ScopeInsufficient,
+    TokenExpired,
+    TokenInvalid,
+    TokenMissing,
+    TokenRevoked,
+    ValidationFailed,
+)
+from lbauth.services import Services
+
+log = logging.getLogger("lbauth.http")
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+_FORM = "application/x-www-form-urlencoded"
+_MAX_FIELDS = 100
+_CHALLENGES = {  # RFC 6750 3: the WWW-Authenticate answer to each bearer failure
+    TokenMissing: "Bearer",
+    TokenInvalid: 'Bearer error="invalid_token"',
+    TokenExpired: 'Bearer error="invalid_token"',
+    TokenRevoked: 'Bearer error="invalid_token"',
+    ScopeInsufficient: 'Bearer error="insufficient_scope"',
+}
+
+
+@tornado.web.stream_request_body
+class BaseHandler(tornado.web.RequestHandler):
+    """Bodies are streamed so that an oversized one is refused (413) before it is read."""
+
+    services: Services
+
+    def initialize(self, services: Services) -> None:
+        self.services = services
+        self._body = bytearray()
+        self._too_large = False
+
+    # ---- request life cycle ---------------------------------------------------------------------
+
+    def set_default_headers(self) -> None:
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "no-store")
+
+    def prepare(self) -> None:
+        rid = self.request.headers.get("X-Request-Id", "")
+        self.request_id = rid if _REQUEST_ID.fullmatch(rid) else secrets.token_hex(8)
+        logs.request_id.set(self.request_id)
+        self.set_header("X-Request-Id", self.request_id)
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
+            raise RequestTooLarge() if declared.isdigit() else ValidationFailed("Invalid Content-Length header")
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.services.settings.max_body_bytes
+
+    def data_received(self, chunk: bytes) -> None:
+        if len(self._body) + len(chunk) > self.max_body_bytes:
+            self._too_large = True  # a chunked body with no declared length; drop, refuse in body()
+            return
+        self._body += chunk
+
+    @property
+    def body(self) -> bytes:
+        if self._too_large:
+            raise RequestTooLarge()
+        return bytes(self._body)
+
+    def check_xsrf_cookie(self) -> None:
+        """API endpoints authenticate by bearer token or client credentials, never by cookie."""
+
+    def on_finish(self) -> None:
+        logs.request_id.set(None)
+
+    # ---- responses --------------------------------------------------------------------------------
+
+    def send_data(self, data: Any) -> None:
+        """Success: HTTP 200 and `{"code": 0, "data": ...}` (spec section 4)."""
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"code": 0, "data": data}, separators=(",", ":")))
+
+    def send_json(self, document: Any, status: int = 200) -> None:
+        """A bare JSON document, for the RFC endpoints that define their own shapes."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(document, separators=(",", ":")))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Every error, whatever raised it, leaves as the envelope; never with a traceback."""
+        error = self._as_lbauth_error(status_code, kwargs.get("exc_info"))
+        self.clear()  # drop headers a half-done handler set, then put back the defaults
+        self.set_header("X-Request-Id", getattr(self, "request_id", "") or secrets.token_hex(8))
+        self.set_status(error.status)
+        for name, value in error.headers.items():
+            self.set_header(name, value)
+        challenge = _CHALLENGES.get(type(error))
+        if challenge and "WWW-Authenticate" not in error.headers:
+            self.set_header("WWW-Authenticate", challenge)
+        if isinstance(error, MethodNotAllowed):
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
+        self.render_error(error)
+
+    def render_error(self, error: LbauthError) -> None:
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(error.envelope(), separators=(",", ":")))
+
+    def _as_lbauth_error(self, status_code: int, exc_info: Any) -> LbauthError:
+        exc = exc_info[1] if exc_info else None
+        if isinstance(exc, LbauthError):
+            return exc
+        if status_code == 404:
+            return NotFound()
+        if status_code == 405:
+            return MethodNotAllowed()
+        if status_code == 413:
+            return RequestTooLarge()
+        if 400 <= status_code < 500:
+            error = ValidationFailed("The request is malformed.")
+            error.status = status_code
+            return error
+        return InternalError()
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, LbauthError):
+            if value.status >= 500:
+                cause = value.__cause__
+                log.warning("%s %s answered %s (%s: %s)", self.request.method, self.request.path, value.sub_code,
+                            type(cause).__name__ if cause else "", cause or "")
+            return
+        if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
+            return
+        log.error("unhandled error in %s %s", self.request.method, self.request.path, exc_info=(typ, value, tb))
+
+    def allowed_methods(self) -> list[str]:
+        base = tornado.web.RequestHandler
+        methods = [m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
+        if "GET" in methods and "HEAD" not in methods:
+            methods.append("HEAD")
+        return methods
+
+    # ---- request parsing --------------------------------------------------------------------------
+
+    def json_body(self) -> dict[str, Any]:
+        """The body as a JSON object, or ValidationFailed saying what is wrong."""
+        try:
+            value = json.loads(self.body.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValidationFailed("The body is not valid UTF-8.") from None
+        except (ValueError, RecursionError):
+            raise ValidationFailed("The body is not valid JSON.") from None
+        if not isinstance(value, dict):
+            raise ValidationFailed("The body must be a JSON object.")
+        return value
+
+    def form_body(self) -> dict[str, str]:
+        """An `application/x-www-form-urlencoded` body as single values. Any other content type
+        counts as no fields at all, so a JSON body gets `Field required` (spec 4.3). A parameter
+        sent twice is refused (RFC 6749 3.2)."""
+        content_type = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if content_type != _FORM:
+            return {}
+        try:
+            pairs = parse_qsl(self.body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,
+                              max_num_fields=_MAX_FIELDS, errors="strict")
+        except UnicodeDecodeError:
+            raise ValidationFailed("The body is not valid UTF-8.") from None
+        except ValueError:
+            raise ValidationFailed("The body has too many fields.") from None
+        return single_values(pairs)
+
+
+def single_values(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        if name in form:
+            raise ValidationFailed(f"Parameter sent more than once: {name[:40]}")
+        if "\x00" in value or "\x00" in name:
+            raise ValidationFailed(f"Parameter contains a NUL character: {name[:40]}")
+        form[name] = value
+    return form
+
+
+def require(fields: dict[str, Any], *names: str) -> list[Any]:
+    """The named fields, or `Field required: <name>` for the first one missing or empty."""
+    values = []
+    for name in names:
+        value = fields.get(name)
+        if value is None or value == "":
+            raise ValidationFailed(f"Field required: {name}")
+        values.append(value)
+    return values
+
+
+class NotFoundHandler(BaseHandler):
+    """Unknown routes: the envelope with 404, whatever the method."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        raise NotFound()

@@ -1,0 +1,115 @@
+"""Starting and stopping one server process: storage ready, keys loaded, HTTP listening,
+periodic work scheduled. Used by `lbauth serve` and, in-process, by the tests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+from dataclasses import dataclass, field
+
+import tornado.httpserver
+import tornado.netutil
+from tornado.ioloop import PeriodicCallback
+
+from lbauth import logs
+from lbauth.app import make_app
+from lbauth.clock import Clock, SystemClock
+from lbauth.core.keys import ensure_active_key, load_keyring
+from lbauth.core.masterkey import load_master_keys
+from lbauth.services import Services
+from lbauth.settings import Settings
+from lbauth.storage import migrate
+from lbauth.storage.db import Database
+
+log = logging.getLogger("lbauth.server")
+
+KEY_RELOAD_SECONDS = 5
+
+
+async def open_database(settings: Settings) -> Database:
+    """The database, with its schema current: SQLite migrates itself, PostgreSQL must have been
+    upgraded with `lbauth db upgrade` (raises migrate.SchemaOutOfDate otherwise)."""
+    db = Database(settings.database_url)
+    try:
+        if settings.is_sqlite:
+            await migrate.upgrade(db)
+        else:
+            await migrate.check(db)
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
+async def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+    clock = clock or SystemClock()
+    master_keys = load_master_keys(settings)
+    db = await open_database(settings)
+    try:
+        await ensure_active_key(db, clock, master_keys, settings.signing_alg)
+        keyring = await load_keyring(db, master_keys)
+    except BaseException:
+        await db.close()
+        raise
+    return Services(settings=settings, clock=clock, db=db, master_keys=master_keys, keyring=keyring)
+
+
+@dataclass
+class RunningServer:
+    services: Services
+    http_server: tornado.httpserver.HTTPServer
+    port: int
+    periodic: list[PeriodicCallback] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        for callback in self.periodic:
+            callback.stop()
+        self.http_server.stop()
+        await self.http_server.close_all_connections()
+        await self.services.db.close()
+
+
+async def start(settings: Settings, *, clock: Clock | None = None,
+                sockets: list[socket.socket] | None = None) -> RunningServer:
+    services = await build_services(settings, clock)
+    server = tornado.httpserver.HTTPServer(make_app(services), max_body_size=settings.max_body_bytes,
+                                           idle_connection_timeout=60, body_timeout=30)
+    if sockets is None:
+        sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
+    server.add_sockets(sockets)
+    port = sockets[0].getsockname()[1]
+    running = RunningServer(services, server, port)
+    running.periodic.append(PeriodicCallback(_guarded(services.reload_keys), KEY_RELOAD_SECONDS * 1000))
+    for callback in running.periodic:
+        callback.start()
+    logs.event(log, "listening", host=settings.host, port=port, database=_database_kind(settings),
+               env=settings.env)
+    return running
+
+
+def _guarded(job):
+    """A periodic job whose failure (say, the database briefly away) is logged, not fatal."""
+    async def run() -> None:
+        try:
+            await job()
+        except Exception as exc:  # noqa: BLE001 - the next tick tries again
+            log.warning("periodic %s failed: %s", job.__name__, type(exc).__name__)
+    return run
+
+
+def _database_kind(settings: Settings) -> str:
+    return "sqlite" if settings.is_sqlite else "postgresql"
+
+
+async def serve_forever(settings: Settings) -> None:
+    """Run until SIGINT or SIGTERM, then stop accepting, finish, and close."""
+    running = await start(settings)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    await stopping.wait()
+    logs.event(log, "stopping")
+    await running.stop()

@@ -1,0 +1,262 @@
+"""Settings (contract section 1): command-line flags over `LBAUTH_*` environment variables over a
+TOML file (`--config`) over defaults, validated once at start.
+
+Every bad value raises `SettingsError` with one line that names the setting; the command line
+prints that line and exits non-zero, never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
+ENVIRONMENTS = ("development", "production")
+# About 3 days in all: 10 s, 1 min, 5 min, 30 min, 1 h, then every 3 h (contract section 10).
+DEFAULT_RETRY_SCHEDULE = (10, 60, 300, 1800, 3600) + (10800,) * 23
+
+
+class SettingsError(Exception):
+    """A setting has a bad value; the message is one readable line naming it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    data_dir: Path = Path("./var")
+    database_url: str = ""  # default derived from data_dir
+    base_url: str = ""  # default derived from host and port
+    auth_url: str = ""  # default: base_url
+    issuer: str = ""  # default: base_url
+    audience: str = ""  # default: base_url
+    code_ttl: int = 300
+    access_token_ttl: int = 7200
+    refresh_token_ttl: int = 2_592_000
+    user_token_ttl: int = 2_592_000
+    signing_alg: str = "ES256"
+    master_key: str | None = None  # None: generated once into data_dir/master.key
+    env: str = "production"
+    workers: int = 1
+    max_body_bytes: int = 1_048_576
+    webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
+    webhook_timeout: int = 10
+    rate_limits: bool = True
+    metrics_token: str | None = None
+    log_level: str = "INFO"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def development(self) -> bool:
+        return self.env == "development"
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+# ---- parsing of single values ------------------------------------------------------------------
+
+def _integer(value: Any, requirement: str) -> int:
+    """An int from TOML or a string from the environment or a flag; bools are not numbers."""
+    if isinstance(value, bool):
+        raise ValueError(requirement)
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"{requirement} (got {text!r})")
+    return int(text)
+
+
+def _whole_seconds(value: Any) -> int:
+    n = _integer(value, "must be a whole number of seconds")
+    if n <= 0:
+        raise ValueError(f"must be a positive whole number of seconds (got {n})")
+    return n
+
+
+def _positive_int(value: Any) -> int:
+    n = _integer(value, "must be a whole number")
+    if n <= 0:
+        raise ValueError(f"must be a positive whole number (got {n})")
+    return n
+
+
+def _port(value: Any) -> int:
+    n = _integer(value, "must be a port number from 0 to 65535")
+    if not 0 <= n <= 65535:
+        raise ValueError(f"must be a port number from 0 to 65535 (got {n})")
+    return n
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in options:
+            raise ValueError(f"must be one of {', '.join(options)} (got {text!r})")
+        return text
+    return parse
+
+
+def _switch(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes", "1"):
+        return True
+    if text in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"must be on or off (got {text!r})")
+
+
+def _schedule(value: Any) -> tuple[int, ...]:
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    delays = tuple(_whole_seconds(item) for item in items if str(item).strip())
+    if not delays:
+        raise ValueError("must list at least one delay in seconds")
+    return delays
+
+
+def _url(value: Any) -> str:
+    text = str(value).strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ValueError(f"must be an absolute http(s) URL without query or fragment (got {text!r})")
+    return text
+
+
+def _database_url(value: Any) -> str:
+    text = str(value).strip()
+    scheme = text.split("://", 1)[0] if "://" in text else ""
+    if scheme not in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+        shown = scheme or text.split(":", 1)[0]
+        raise ValueError(
+            "must start with sqlite+aiosqlite:/// or postgresql+asyncpg:// "
+            f"(got a URL of scheme {shown!r})")
+    rest = text.split("://", 1)[1]
+    if scheme == "sqlite+aiosqlite" and not rest.startswith("/"):
+        raise ValueError("a SQLite URL must name a file: sqlite+aiosqlite:///path/to/lbauth.db")
+    if scheme == "postgresql+asyncpg" and not urlsplit(text).hostname:
+        raise ValueError("a PostgreSQL URL must name a host: postgresql+asyncpg://user@host:5432/db")
+    return text
+
+
+def _text(value: Any) -> str:
+    text = str(value).strip()
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+def _log_level(value: Any) -> str:
+    return _choice(("DEBUG", "INFO", "WARNING", "ERROR"))(str(value).strip().upper())
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "host": _text,
+    "port": _port,
+    "data_dir": lambda v: Path(_text(v)),
+    "database_url": _database_url,
+    "base_url": _url,
+    "auth_url": _url,
+    "issuer": _url,
+    "audience": _text,
+    "code_ttl": _whole_seconds,
+    "access_token_ttl": _whole_seconds,
+    "refresh_token_ttl": _whole_seconds,
+    "user_token_ttl": _whole_seconds,
+    "signing_alg": _choice(SIGNING_ALGS),
+    "master_key": _text,
+    "env": _choice(ENVIRONMENTS),
+    "workers": _positive_int,
+    "max_body_bytes": _positive_int,
+    "webhook_retry_schedule": _schedule,
+    "webhook_timeout": _whole_seconds,
+    "rate_limits": _switch,
+    "metrics_token": _text,
+    "log_level": _log_level,
+}
+
+# Settings that may be given as a command-line flag. The master key and the metrics token are
+# secrets: a flag would show them to every user of `ps`, so they come from the environment or file.
+FLAG_SETTINGS = tuple(name for name in _PARSERS if name not in ("master_key", "metrics_token"))
+
+
+def env_name(name: str) -> str:
+    return "LBAUTH_" + name.upper()
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+         config_file: str | os.PathLike[str] | None = None) -> Settings:
+    """Merge the four sources, highest first, and validate the result."""
+    environ = os.environ if environ is None else environ
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    config_file = config_file or flags.pop("config", None) or environ.get("LBAUTH_CONFIG") or None
+    flags.pop("config", None)
+
+    raw: dict[str, tuple[Any, str]] = {}  # setting -> (value, where it came from)
+    if config_file:
+        for key, value in _read_toml(Path(config_file)).items():
+            raw[key] = (value, f"{key} in {config_file}")
+    for name in _PARSERS:
+        if env_name(name) in environ:
+            raw[name] = (environ[env_name(name)], env_name(name))
+    for name, value in flags.items():
+        if name in _PARSERS:
+            raw[name] = (value, flag_name(name))
+
+    values: dict[str, Any] = {}
+    for name, (value, source) in raw.items():
+        try:
+            values[name] = _PARSERS[name](value)
+        except ValueError as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    return _complete(Settings(**values))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise SettingsError(f"--config: no such file {str(path)!r}") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"--config: cannot read {str(path)!r}: {exc}") from None
+    data = data.get("lbauth", data) if isinstance(data.get("lbauth"), dict) else data
+    unknown = sorted(set(data) - set(_PARSERS))
+    if unknown:
+        raise SettingsError(f"--config: unknown setting {unknown[0]!r} in {str(path)!r}")
+    return data
+
+
+def _complete(s: Settings) -> Settings:
+    """Fill the settings whose defaults derive from others, and check them together."""
+    changes: dict[str, Any] = {}
+    if not s.database_url:
+        changes["database_url"] = f"sqlite+aiosqlite:///{(s.data_dir / 'lbauth.db').resolve()}"
+    base_url = s.base_url or f"http://{_url_host(s.host)}:{s.port}"
+    changes["base_url"] = base_url
+    changes["auth_url"] = s.auth_url or base_url
+    changes["issuer"] = s.issuer or base_url
+    changes["audience"] = s.audience or base_url
+    s = s.replace(**changes)
+    if s.code_ttl > 3600:
+        raise SettingsError(f"{env_name('code_ttl')}: must be at most 3600 seconds (RFC 6749 4.1.2 asks for minutes)")
+    return s
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,114 @@
+"""The storage boundary: one async engine, and units of work run in one transaction each.
+
+A use case hands `Database.transaction` a plain function of a SQLAlchemy `Connection` that does
+all its reads and writes; the function never commits (the caller owns the transaction) and does
+no other I/O, so no transaction is ever held open across a network call. On PostgreSQL
+(asyncpg) and SQLite (aiosqlite) alike it runs through `AsyncConnection.run_sync`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, event, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from lbauth.errors import ServerUnavailable
+
+T = TypeVar("T")
+
+RETRY_AFTER_SECONDS = 5
+# How long a request waits for the database before it answers 503 instead of hanging.
+CONNECT_TIMEOUT_SECONDS = 2
+POOL_TIMEOUT_SECONDS = 3
+
+_READONLY = "lbauth_readonly"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when `exc` means the database cannot be reached, not that the request was wrong."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        return exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) \
+            or "connect" in type(exc.orig).__name__.lower()
+    return isinstance(exc, OSError | TimeoutError | sa_exc.TimeoutError | ConnectionError)
+
+
+class Database:
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
+        if self.is_sqlite:
+            path = make_url(url).database
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.engine: AsyncEngine = create_async_engine(url, pool_size=pool_size,
+                                                           pool_timeout=POOL_TIMEOUT_SECONDS)
+        else:
+            self.engine = create_async_engine(
+                url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=POOL_TIMEOUT_SECONDS,
+                connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
+        self._listen()
+
+    def _listen(self) -> None:
+        sync_engine = self.engine.sync_engine
+
+        @event.listens_for(sync_engine, "before_cursor_execute")
+        def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+            if not statement.startswith(("BEGIN", "COMMIT", "ROLLBACK")):
+                self.statements += 1
+
+        if not self.is_sqlite:
+            return
+
+        @event.listens_for(sync_engine, "connect")
+        def on_connect(dbapi_connection, connection_record):  # noqa: ANN001
+            # We issue BEGIN ourselves (below), so the driver's own transaction handling is off.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            for pragma in ("journal_mode=WAL", "foreign_keys=ON", "busy_timeout=5000", "synchronous=NORMAL"):
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
+
+        @event.listens_for(sync_engine, "begin")
+        def on_begin(conn: Connection) -> None:
+            # A writer takes the write lock up front: a deferred transaction that reads and then
+            # writes can fail at once with SQLITE_BUSY instead of waiting out the busy timeout.
+            readonly = conn.get_execution_options().get(_READONLY, False)
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
+
+    async def transaction(self, work: Callable[..., T], *args: Any, readonly: bool = False, **kwargs: Any) -> T:
+        """Run `work(connection, *args, **kwargs)` in one transaction: committed if it returns, rolled
+        back if it raises. An unreachable database becomes `ServerUnavailable` (503, Retry-After)."""
+        if kwargs:
+            work = functools.partial(work, **kwargs)
+        try:
+            async with self.engine.connect() as conn:
+                if readonly:
+                    conn = await conn.execution_options(**{_READONLY: True})
+                async with conn.begin():
+                    return await conn.run_sync(work, *args)
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise ServerUnavailable(headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from exc
+            raise
+
+    async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.transaction(work, *args, readonly=True, **kwargs)
+
+    async def ping(self, timeout: float = CONNECT_TIMEOUT_SECONDS) -> bool:
+        """True when the database answers a trivial query within `timeout` seconds."""
+        try:
+            await asyncio.wait_for(self.read(lambda conn: conn.execute(text("SELECT 1")).scalar()), timeout)
+        except (ServerUnavailable, TimeoutError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,215 @@
+"""The schema: typed SQLAlchemy models, one per stored artifact.
+
+Times are whole Unix seconds (BigInteger) read from the injected clock, so SQLite and PostgreSQL
+store them alike. Opaque credentials appear only as SHA-256 digests (`*_hash`); secrets that must
+be read back (webhook secrets, private signing keys) only sealed under the master key (`*_sealed`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Named constraints, so Alembic migrations (batch mode on SQLite) can address them.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+Id = String(40)
+Digest = String(64)
+Time = BigInteger
+Serial = BigInteger().with_variant(Integer, "sqlite")  # SQLite autoincrements only INTEGER keys
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # usr_...
+    email: Mapped[str] = mapped_column(String(320), unique=True)  # stored lower-cased
+    name: Mapped[str] = mapped_column(String(200))
+    avatar: Mapped[str] = mapped_column(Text, default="")
+    bio: Mapped[str] = mapped_column(Text, default="")
+    interest_tags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    password_hash: Mapped[str] = mapped_column(String(200))  # argon2id
+    created_at: Mapped[int] = mapped_column(Time)
+
+
+class UserToken(Base):
+    """Login sessions (contract section 4): `lba_ut_` tokens, by digest."""
+    __tablename__ = "user_tokens"
+    token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time)
+    revoked_at: Mapped[int | None] = mapped_column(Time)
+
+
+class App(Base):
+    """A registered client application (spec section 1, contract section 2)."""
+    __tablename__ = "apps"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # app_...
+    client_id: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    client_secret_hash: Mapped[str] = mapped_column(Digest)
+    redirect_uris: Mapped[list[str]] = mapped_column(JSON)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_secret_sealed: Mapped[str] = mapped_column(Text)
+    webhook_disabled_at: Mapped[int | None] = mapped_column(Time)  # set by a 410 answer
+    created_at: Mapped[int] = mapped_column(Time)
+    updated_at: Mapped[int] = mapped_column(Time)
+
+
+class Subject(Base):
+    """The app-scoped user id (`asu_`): made once per (app, user), never changed."""
+    __tablename__ = "subjects"
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    asu: Mapped[str] = mapped_column(String(48), unique=True)
+    created_at: Mapped[int] = mapped_column(Time)
+
+
+class Grant(Base):
+    """A user's consent to an app: one live grant per (user, app), its scopes a union of approvals."""
+    __tablename__ = "grants"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # gnt_...
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[int] = mapped_column(Time)
+    updated_at: Mapped[int] = mapped_column(Time)
+    revoked_at: Mapped[int | None] = mapped_column(Time)
+
+    __table_args__ = (
+        Index("uq_grants_live", "user_id", "app_id", unique=True,
+              sqlite_where=text("revoked_at IS NULL"), postgresql_where=text("revoked_at IS NULL")),
+    )
+
+
+class AuthorizationCode(Base):
+    """Spec section 2: single use, 5 minutes. Remembers all a redemption must check (contract 5)."""
+    __tablename__ = "authorization_codes"
+    code_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    grant_id: Mapped[str] = mapped_column(ForeignKey("grants.id", ondelete="CASCADE"), index=True)
+    asu: Mapped[str] = mapped_column(String(48))
+    redirect_uri: Mapped[str] = mapped_column(Text)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    code_challenge: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+    used_at: Mapped[int | None] = mapped_column(Time)
+    revoked_at: Mapped[int | None] = mapped_column(Time)
+    access_jti: Mapped[str | None] = mapped_column(String(64))  # what the redemption issued
+
+
+class RefreshToken(Base):
+    """`lba_rt_` tokens, by digest; bound to their app; not rotated (spec section 3)."""
+    __tablename__ = "refresh_tokens"
+    token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"))
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    grant_id: Mapped[str] = mapped_column(ForeignKey("grants.id", ondelete="CASCADE"), index=True)
+    code_hash: Mapped[str | None] = mapped_column(Digest, index=True)  # the code it came from
+    asu: Mapped[str] = mapped_column(String(48))
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+    revoked_at: Mapped[int | None] = mapped_column(Time)
+
+
+class SigningKey(Base):
+    """JWS keys (contract section 8). state: staged -> active -> retiring -> retired."""
+    __tablename__ = "signing_keys"
+    kid: Mapped[str] = mapped_column(String(64), primary_key=True)  # RFC 7638 thumbprint
+    alg: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16))
+    public_jwk: Mapped[dict[str, Any]] = mapped_column(JSON)
+    private_key_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[int] = mapped_column(Time)
+    activated_at: Mapped[int | None] = mapped_column(Time)
+    deactivated_at: Mapped[int | None] = mapped_column(Time)
+    retired_at: Mapped[int | None] = mapped_column(Time)
+
+    __table_args__ = (
+        Index("uq_signing_keys_active", "state", unique=True,
+              sqlite_where=text("state = 'active'"), postgresql_where=text("state = 'active'")),
+    )
+
+
+class Revocation(Base):
+    """The revocation check-list (contract section 7): a grant id or an access token jti,
+    kept until the longest-lived access token it could cover has expired. `id` is the feed cursor."""
+    __tablename__ = "revocations"
+    id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
+    grant_id: Mapped[str | None] = mapped_column(Id)
+    jti: Mapped[str | None] = mapped_column(String(64))
+    revoked_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+
+
+class WebhookEvent(Base):
+    """The transactional outbox (contract section 10). `payload` is the exact body, signed afresh
+    at every attempt. status: pending -> delivered | failed."""
+    __tablename__ = "webhook_events"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # evt_...
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"), index=True)
+    event_type: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(String(32))
+    asu: Mapped[str] = mapped_column(String(48))
+    payload: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[int | None] = mapped_column(Time)
+    lease_until: Mapped[int | None] = mapped_column(Time)
+    created_at: Mapped[int] = mapped_column(Time)
+    delivered_at: Mapped[int | None] = mapped_column(Time)
+
+    __table_args__ = (Index("ix_webhook_events_due", "status", "next_attempt_at"),)
+
+
+class WebhookAttempt(Base):
+    """One delivery attempt: when, the HTTP status (None if no answer), latency and error."""
+    __tablename__ = "webhook_attempts"
+    id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(ForeignKey("webhook_events.id", ondelete="CASCADE"), index=True)
+    attempted_at: Mapped[int] = mapped_column(Time)
+    status: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+users = User.__table__
+user_tokens = UserToken.__table__
+apps = App.__table__
+subjects = Subject.__table__
+grants = Grant.__table__
+authorization_codes = AuthorizationCode.__table__
+refresh_tokens = RefreshToken.__table__
+signing_keys = SigningKey.__table__
+revocations = Revocation.__table__
+webhook_events = WebhookEvent.__table__
+webhook_attempts = WebhookAttempt.__table__

@@ -1,0 +1,224 @@
+"""Test rig: every storage test runs twice, on SQLite and on PostgreSQL, against the real server.
+
+- `backend` is parametrized ("sqlite", "postgresql"), so the report names both.
+- `database_url` gives each test a fresh database: a new SQLite file, or a new PostgreSQL
+  database cloned from a template migrated once per run (CREATE DATABASE ... TEMPLATE).
+- `server` starts lbauth in-process on a loopback port with a frozen clock; tests talk real HTTP.
+
+PostgreSQL comes from LBAUTH_TEST_POSTGRES_URL (default: postgres@127.0.0.1:5432/test). When it
+is unreachable its half of the suite is skipped with the reason, except under CI=true, where the
+run fails.
+
+Why pytest-asyncio and not pytest-tornasync: see README, "Testing".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import tornado.netutil
+from sqlalchemy.engine import make_url
+
+from lbauth import settings as settings_mod
+from lbauth.clock import FrozenClock
+from lbauth.server import RunningServer, start
+from lbauth.storage import migrate
+from lbauth.storage.db import Database
+from tests.client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("LBAUTH_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+BACKENDS = ("sqlite", "postgresql")
+START_TIME = 1_900_000_000  # the frozen clock's start: 2030-03-17
+
+
+def _pg_dsn(url: str, database: str | None = None) -> str:
+    parsed = make_url(url)
+    if database:
+        parsed = parsed.set(database=database)
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _pg_url(database: str) -> str:
+    return make_url(PG_URL).set(database=database).render_as_string(hide_password=False)
+
+
+async def _pg_admin(statements: list[str]) -> None:
+    conn = await asyncpg.connect(_pg_dsn(PG_URL), timeout=5)
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+def _run_apart(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to completion on its own loop in a thread (a test's loop may be running)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class PostgresTemplate:
+    """A database migrated once per run; each test's database is a copy of it."""
+
+    def __init__(self) -> None:
+        self.name = f"lbauth_tpl_{os.getpid()}"
+        self.error: str | None = None
+        self.ready = False
+
+    def prepare(self) -> None:
+        async def work() -> None:
+            await _pg_admin([f'DROP DATABASE IF EXISTS "{self.name}"', f'CREATE DATABASE "{self.name}"'])
+            db = Database(_pg_url(self.name))
+            try:
+                await migrate.upgrade(db)
+            finally:
+                await db.close()
+        try:
+            _run_apart(work())
+            self.ready = True
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def drop(self) -> None:
+        if self.ready:
+            _run_apart(_pg_admin([f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)']))
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> PostgresTemplate:
+    template = PostgresTemplate()
+    template.prepare()
+    yield template
+    template.drop()
+
+
+def require_postgres(template: PostgresTemplate) -> None:
+    if template.ready:
+        return
+    reason = (f"PostgreSQL is not reachable at {make_url(PG_URL).render_as_string(hide_password=True)} "
+              f"({template.error}); set LBAUTH_TEST_POSTGRES_URL to run the PostgreSQL half")
+    if IN_CI:
+        pytest.fail(f"CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+async def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh, migrated database for this test."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'lbauth.db'}"
+        return
+    template = request.getfixturevalue("pg_template")
+    require_postgres(template)
+    name = f"lbauth_t_{secrets.token_hex(6)}"
+    await _pg_admin([f'CREATE DATABASE "{name}" TEMPLATE "{template.name}"'])
+    try:
+        yield _pg_url(name)
+    finally:
+        await _pg_admin([f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'])
+
+
+@pytest.fixture
+async def empty_database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A database with no schema at all (for migration tests)."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    require_postgres(request.getfixturevalue("pg_template"))
+    name = f"lbauth_e_{secrets.token_hex(6)}"
+    await _pg_admin([f'CREATE DATABASE "{name}"'])
+    try:
+        yield _pg_url(name)
+    finally:
+        await _pg_admin([f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'])
+
+
+def make_settings(tmp_path: Path, database_url: str, port: int = 0, **overrides: object) -> settings_mod.Settings:
+    """Settings as an operator would give them, through the real loader (no environment)."""
+    flags = {"data_dir": str(tmp_path / "data"), "database_url": database_url, "port": port,
+             "rate_limits": "off", **{k: v for k, v in overrides.items() if k != "environ"}}
+    return settings_mod.load(flags, environ=overrides.get("environ", {}))  # type: ignore[arg-type]
+
+
+class TestServer:
+    """A running lbauth process-in-a-test: its URL, clock, services and an HTTP client."""
+
+    __test__ = False
+
+    def __init__(self, running: RunningServer, clock: FrozenClock) -> None:
+        self.running = running
+        self.clock = clock
+        self.services = running.services
+        self.settings = running.services.settings
+        self.url = f"http://127.0.0.1:{running.port}"
+        self.client = Client(self.url)
+
+    @property
+    def db(self) -> Database:
+        return self.services.db
+
+    async def create_user(self, email: str | None = None, password: str = "correct horse battery",
+                          name: str = "Test User", **extra: object) -> dict:
+        from lbauth.core import users
+        email = email or f"user-{secrets.token_hex(4)}@example.com"
+        created = await users.create_user(self.db, self.clock, email=email, name=name, password=password,
+                                          **extra)  # type: ignore[arg-type]
+        return {**created, "password": password}
+
+    async def login(self, email: str, password: str) -> str:
+        response = await self.client.post("/api/auth/login", json={"email": email, "password": password})
+        assert response.status == 200, response.body
+        return response.data["token"]
+
+    async def create_app(self, owner_email: str, **options: object) -> dict:
+        from lbauth.core import apps
+        options.setdefault("name", "Test App")
+        options.setdefault("redirect_uris", ["https://app.example/callback"])
+        return await apps.create_app(self.db, self.clock, self.services.master_keys, self.services.app_policy,
+                                     owner_email=owner_email, **options)  # type: ignore[arg-type]
+
+
+async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | None = None,
+                       **overrides: object) -> TestServer:
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    port = sockets[0].getsockname()[1]
+    settings = make_settings(tmp_path, database_url, port, **overrides)
+    clock = clock or FrozenClock(START_TIME)
+    running = await start(settings, clock=clock, sockets=sockets)
+    return TestServer(running, clock)
+
+
+@pytest.fixture
+async def server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]:
+    srv = await start_server(tmp_path, database_url)
+    try:
+        yield srv
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real `lbauth` command in a child process (`python -m lbauth`)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, input=input, cwd=ROOT)
