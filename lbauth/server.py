@@ -53,6 +53,9 @@ async def build_services(settings: Settings, clock: Clock | None = None) -> Serv
     except BaseException:
         await db.close()
         raise
+    if keyring.signer and keyring.signer.alg != settings.signing_alg:
+        log.warning("the active signing key uses %s; signing_alg=%s applies to the next key "
+                    "(rotate with tools/rotate_signing_key.py)", keyring.signer.alg, settings.signing_alg)
     return Services(settings=settings, clock=clock, db=db, master_keys=master_keys, keyring=keyring)
 
 

@@ -98,6 +98,13 @@ def _port(value: Any) -> int:
     return n
 
 
+def _code_ttl(value: Any) -> int:
+    n = _whole_seconds(value)
+    if n > 3600:
+        raise ValueError(f"must be at most 3600 seconds; RFC 6749 4.1.2 asks for minutes (got {n})")
+    return n
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = str(value).strip()
@@ -170,7 +177,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "auth_url": _url,
     "issuer": _url,
     "audience": _text,
-    "code_ttl": _whole_seconds,
+    "code_ttl": _code_ttl,
     "access_token_ttl": _whole_seconds,
     "refresh_token_ttl": _whole_seconds,
     "user_token_ttl": _whole_seconds,
@@ -252,10 +259,7 @@ def _complete(s: Settings) -> Settings:
     changes["auth_url"] = s.auth_url or base_url
     changes["issuer"] = s.issuer or base_url
     changes["audience"] = s.audience or base_url
-    s = s.replace(**changes)
-    if s.code_ttl > 3600:
-        raise SettingsError(f"{env_name('code_ttl')}: must be at most 3600 seconds (RFC 6749 4.1.2 asks for minutes)")
-    return s
+    return s.replace(**changes)
 
 
 def _url_host(host: str) -> str:

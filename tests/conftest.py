@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Coroutine
@@ -104,6 +105,21 @@ def pg_template() -> PostgresTemplate:
     template.drop()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file; each test's database is a copy of it."""
+    path = tmp_path_factory.mktemp("template") / "lbauth.db"
+
+    async def work() -> None:
+        db = Database(f"sqlite+aiosqlite:///{path}")
+        try:
+            await migrate.upgrade(db)
+        finally:
+            await db.close()
+    _run_apart(work())
+    return path
+
+
 def require_postgres(template: PostgresTemplate) -> None:
     if template.ready:
         return
@@ -123,7 +139,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 async def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
     """A fresh, migrated database for this test."""
     if backend == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'lbauth.db'}"
+        path = tmp_path / "lbauth.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite+aiosqlite:///{path}"
         return
     template = request.getfixturevalue("pg_template")
     require_postgres(template)

@@ -98,10 +98,17 @@ def _new_key_row(alg: str, state: str, master_keys: MasterKeys, now: int) -> dic
 async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> bool:
     """Make the first signing key if there is none; True if one was made. Safe when several
     processes start at once: the schema allows only one active key."""
+    def has_active(conn) -> bool:
+        return any(row.state == "active" for row in repo.published(conn))
+
+    if await db.read(has_active):
+        return False
+    row = _new_key_row(alg, "active", master_keys, int(clock.now()))  # key generation: outside the transaction
+
     def work(conn) -> bool:
-        if any(row.state == "active" for row in repo.published(conn)):
+        if has_active(conn):
             return False
-        repo.insert_key(conn, **_new_key_row(alg, "active", master_keys, int(clock.now())))
+        repo.insert_key(conn, **row)
         return True
     try:
         return await db.transaction(work)

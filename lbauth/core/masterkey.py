@@ -64,9 +64,9 @@ class MasterKeys:
             except ValueError:
                 key = b""
             if len(key) != 32:
-                raise SettingsError(
-                    f"{source}: each master key must be 32 random bytes in base64url "
-                    "(make one with: python3 -c 'import lbauth.core.masterkey as m; print(m.generate_key_text())')")
+                raise SettingsError(f"{source}: each master key must be 32 random bytes in base64url (make one "
+                                    "with: python3 -c 'import base64,os; print(base64.urlsafe_b64encode("
+                                    "os.urandom(32)).decode())')")
             keys.append(key)
         if not keys:
             raise SettingsError(f"{source}: no master key found")
@@ -103,7 +103,7 @@ def key_file(settings: Settings) -> Path:
 def load_master_keys(settings: Settings) -> MasterKeys:
     """LBAUTH_MASTER_KEY if set; else the data dir's key file, generated once with mode 0600."""
     if settings.master_key:
-        return MasterKeys.parse(settings.master_key, "LBAUTH_MASTER_KEY")
+        return MasterKeys.parse(settings.master_key, "master key (LBAUTH_MASTER_KEY or master_key)")
     path = key_file(settings)
     if not path.exists():
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

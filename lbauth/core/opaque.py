@@ -11,12 +11,13 @@ import hashlib
 import hmac
 import secrets
 
+# Prefixes, not secrets.
 CODE = "lba_ac_"
-ACCESS_TOKEN = "lba_at_"
-REFRESH_TOKEN = "lba_rt_"
-USER_TOKEN = "lba_ut_"
-CLIENT_SECRET = "lba_cs_"
-WEBHOOK_SECRET = "lba_whs_"
+ACCESS_TOKEN = "lba_at_"  # noqa: S105
+REFRESH_TOKEN = "lba_rt_"  # noqa: S105
+USER_TOKEN = "lba_ut_"  # noqa: S105
+CLIENT_SECRET = "lba_cs_"  # noqa: S105
+WEBHOOK_SECRET = "lba_whs_"  # noqa: S105
 
 
 def new_secret(prefix: str) -> str:

@@ -145,8 +145,8 @@ class BaseHandler(tornado.web.RequestHandler):
         if isinstance(value, LbauthError):
             if value.status >= 500:
                 cause = value.__cause__
-                log.warning("%s %s answered %s (%s: %s)", self.request.method, self.request.path, value.sub_code,
-                            type(cause).__name__ if cause else "", cause or "")
+                log.warning("%s %s answered %s%s", self.request.method, self.request.path, value.sub_code,
+                            f" ({type(cause).__name__}: {cause})" if cause else "")
             return
         if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
             return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from lbauth.core import scopes
 from lbauth.handlers.base import BaseHandler
 from lbauth.settings import Settings
@@ -35,7 +37,7 @@ class JwksHandler(BaseHandler):
 
     def get(self) -> None:
         self.set_header("Content-Type", "application/jwk-set+json")
-        self.finish(self.services.keyring.jwks)
+        self.finish(json.dumps(self.services.keyring.jwks, separators=(",", ":")))
 
 
 class MetadataHandler(BaseHandler):

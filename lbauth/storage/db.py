@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,8 +35,7 @@ _READONLY = "lbauth_readonly"
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` means the database cannot be reached, not that the request was wrong."""
     if isinstance(exc, sa_exc.DBAPIError):
-        return exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) \
-            or "connect" in type(exc.orig).__name__.lower()
+        return exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
     return isinstance(exc, OSError | TimeoutError | sa_exc.TimeoutError | ConnectionError)
 
 
@@ -48,6 +48,8 @@ class Database:
             path = make_url(url).database
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # Created private; SQLite gives its -wal and -shm files the same mode.
+                os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             self.engine: AsyncEngine = create_async_engine(url, pool_size=pool_size,
                                                            pool_timeout=POOL_TIMEOUT_SECONDS)
         else:
@@ -88,16 +90,26 @@ class Database:
         back if it raises. An unreachable database becomes `ServerUnavailable` (503, Retry-After)."""
         if kwargs:
             work = functools.partial(work, **kwargs)
+        conn = self.engine.connect()
         try:
-            async with self.engine.connect() as conn:
-                if readonly:
-                    conn = await conn.execution_options(**{_READONLY: True})
-                async with conn.begin():
-                    return await conn.run_sync(work, *args)
+            await conn.start()
+        except Exception as exc:  # any failure to get a connection: the database is not there
+            raise self._unavailable() from exc
+        try:
+            if readonly:
+                await conn.execution_options(**{_READONLY: True})
+            async with conn.begin():
+                return await conn.run_sync(work, *args)
         except Exception as exc:
             if is_unavailable(exc):
-                raise ServerUnavailable(headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from exc
+                raise self._unavailable() from exc
             raise
+        finally:
+            await conn.close()
+
+    @staticmethod
+    def _unavailable() -> ServerUnavailable:
+        return ServerUnavailable(headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.transaction(work, *args, readonly=True, **kwargs)

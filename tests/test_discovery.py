@@ -1,0 +1,84 @@
+"""JWKS (RFC 7517) and authorization server metadata (RFC 8414), read with an independent JOSE
+library (joserfc), for every supported signing algorithm."""
+
+from __future__ import annotations
+
+import warnings
+
+import jwt as pyjwt
+import pytest
+from joserfc import jwt
+from joserfc.errors import SecurityWarning
+from joserfc.jwk import KeySet
+
+from lbauth.core import opaque
+from tests.conftest import start_server
+
+RFC8414_REQUIRED = {"issuer", "response_types_supported"}
+
+
+@pytest.mark.parametrize("alg", ["ES256", "RS256", "EdDSA"])
+async def test_jwks_parses_and_verifies_what_the_key_signs(tmp_path, database_url, alg):
+    srv = await start_server(tmp_path, database_url, signing_alg=alg)
+    try:
+        r = await srv.client.get("/.well-known/jwks.json")
+        assert r.status == 200 and r.headers["Content-Type"].startswith("application/jwk-set+json")
+        document = r.json
+        keyset = KeySet.import_key_set(document)
+        assert len(keyset.keys) == 1
+        key = keyset.keys[0]
+        jwk = document["keys"][0]
+        assert jwk["alg"] == alg and jwk["use"] == "sig"
+        assert jwk["kid"] == key.thumbprint()  # RFC 7638 thumbprint, computed independently
+        assert not {"d", "p", "q", "dp", "dq", "qi"} & set(jwk)  # public members only
+
+        # The published key verifies what the server's active key signs.
+        signer = srv.services.keyring.signer
+        assert signer.kid == jwk["kid"] and signer.alg == alg
+        token = pyjwt.encode({"sub": "x"}, signer.private_key, algorithm=alg, headers={"kid": signer.kid})
+        with warnings.catch_warnings():
+            # RFC 9864 deprecates the name "EdDSA" for "Ed25519"; the contract names EdDSA.
+            warnings.simplefilter("ignore", SecurityWarning)
+            decoded = jwt.decode(token, keyset, algorithms=[alg])
+        assert decoded.claims == {"sub": "x"} and decoded.header["kid"] == jwk["kid"]
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+
+
+async def test_metadata_follows_rfc_8414(server):
+    r = await server.client.get("/.well-known/oauth-authorization-server")
+    assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+    meta = r.json
+    assert RFC8414_REQUIRED <= set(meta)
+    assert meta["issuer"] == server.settings.issuer == server.url
+    assert meta["jwks_uri"] == f"{server.url}/.well-known/jwks.json"
+    assert meta["authorization_endpoint"] == f"{server.url}/oauth/"
+    assert meta["token_endpoint"] == f"{server.url}/oauth/token"
+    assert meta["response_types_supported"] == ["code"]
+    assert meta["code_challenge_methods_supported"] == ["S256"]
+    assert set(meta["grant_types_supported"]) == {"authorization_code", "refresh_token"}
+    assert len(meta["scopes_supported"]) == 9
+    for key, value in meta.items():  # RFC 8414 2: URLs are https in production, absolute always
+        if key.endswith(("_endpoint", "_uri")) or key == "issuer":
+            assert value.startswith("http") and "?" not in value and "#" not in value
+
+
+async def test_one_signing_key_survives_restarts(tmp_path, database_url):
+    first = await start_server(tmp_path, database_url)
+    kid = first.services.keyring.signer.kid
+    first.client.close()
+    await first.running.stop()
+    second = await start_server(tmp_path, database_url)
+    try:
+        assert second.services.keyring.signer.kid == kid
+        assert [k["kid"] for k in (await second.client.get("/.well-known/jwks.json")).json["keys"]] == [kid]
+    finally:
+        second.client.close()
+        await second.running.stop()
+
+
+def test_opaque_secrets_carry_256_bits():
+    secret = opaque.new_secret(opaque.CODE)
+    assert secret.startswith("lba_ac_") and len(secret) == len("lba_ac_") + 43
+    assert len({opaque.new_secret(opaque.CODE) for _ in range(1000)}) == 1000
