@@ -3,31 +3,52 @@
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 import tornado.web
 
 from lbauth import logs
-from lbauth.handlers import account, ops, wellknown
+from lbauth.handlers import account, identity, oauth_api, oauth_rfc, ops, pages, wellknown
+from lbauth.handlers.authorize_page import AuthorizePage
 from lbauth.handlers.base import NotFoundHandler
 from lbauth.services import Services
 
 _access_log = logging.getLogger("lbauth.access")
 
+ROUTES = [
+    # API ({base_url}): the spec's endpoints and ours, enveloped
+    (r"/api/auth/login", account.LoginHandler),
+    (r"/api/auth/me", identity.MeHandler),
+    (r"/api/service/user/info", identity.UserInfoHandler),
+    (r"/api/oauth/authorize/external", oauth_api.AuthorizeExternalHandler),
+    (r"/api/oauth/token/code", oauth_api.TokenCodeHandler),
+    (r"/api/oauth/token/refresh", oauth_api.TokenRefreshHandler),
+    # Standard clients (RFC shapes)
+    (r"/oauth/token", oauth_rfc.OAuthTokenHandler),
+    (r"/.well-known/jwks.json", wellknown.JwksHandler),
+    (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
+    # Pages ({auth_url})
+    (r"/oauth/?", AuthorizePage),
+    (r"/login", pages.LoginPage),
+    (r"/logout", pages.LogoutPage),
+    # Operations
+    (r"/healthz", ops.HealthHandler),
+    (r"/readyz", ops.ReadyHandler),
+]
+
 
 def make_app(services: Services) -> tornado.web.Application:
     deps = {"services": services}
-    routes = [
-        (r"/healthz", ops.HealthHandler),
-        (r"/readyz", ops.ReadyHandler),
-        (r"/.well-known/jwks.json", wellknown.JwksHandler),
-        (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
-        (r"/api/auth/login", account.LoginHandler),
-    ]
+    secure = urlsplit(services.settings.auth_url).scheme == "https"
     return tornado.web.Application(
-        [tornado.web.url(path, handler, deps) for path, handler in routes],
+        [tornado.web.url(path, handler, deps) for path, handler in ROUTES],
         default_handler_class=NotFoundHandler,
         default_handler_args=deps,
         log_function=_log_request,
+        cookie_secret=services.master_keys.derive("cookie signing").hex(),
+        xsrf_cookie_kwargs={"httponly": True, "samesite": "Strict", "secure": secure},
+        static_path=str(pages.resource_dir("static")),
+        templates=pages.make_templates(),
     )
 
 

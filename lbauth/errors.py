@@ -24,8 +24,18 @@ class LbauthError(Exception):
         return {"code": self.status, "message": self.message, "subCode": self.sub_code}
 
 
+_BY_SUB_CODE: dict[str, type[LbauthError]] = {}
+
+
 def _error(name: str, status: int, sub_code: str, message: str) -> type[LbauthError]:
-    return type(name, (LbauthError,), {"status": status, "sub_code": sub_code, "message": message})
+    cls = type(name, (LbauthError,), {"status": status, "sub_code": sub_code, "message": message})
+    _BY_SUB_CODE[sub_code] = cls
+    return cls
+
+
+def by_sub_code(sub_code: str) -> type[LbauthError]:
+    """The error class of a subCode (for errors reported by lbauth.verify)."""
+    return _BY_SUB_CODE[sub_code]
 
 
 # Requests in general

@@ -26,6 +26,7 @@ from lbauth.storage.db import Database
 log = logging.getLogger("lbauth.server")
 
 KEY_RELOAD_SECONDS = 5
+CHECKLIST_POLL_SECONDS = 2
 
 
 async def open_database(settings: Settings) -> Database:
@@ -56,7 +57,9 @@ async def build_services(settings: Settings, clock: Clock | None = None) -> Serv
     if keyring.signer and keyring.signer.alg != settings.signing_alg:
         log.warning("the active signing key uses %s; signing_alg=%s applies to the next key "
                     "(rotate with tools/rotate_signing_key.py)", keyring.signer.alg, settings.signing_alg)
-    return Services(settings=settings, clock=clock, db=db, master_keys=master_keys, keyring=keyring)
+    services = Services(settings=settings, clock=clock, db=db, master_keys=master_keys, keyring=keyring)
+    await services.poll_revocations()
+    return services
 
 
 @dataclass
@@ -85,6 +88,7 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     port = sockets[0].getsockname()[1]
     running = RunningServer(services, server, port)
     running.periodic.append(PeriodicCallback(_guarded(services.reload_keys), KEY_RELOAD_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
     for callback in running.periodic:
         callback.start()
     logs.event(log, "listening", host=settings.host, port=port, database=_database_kind(settings),

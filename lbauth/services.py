@@ -1,14 +1,17 @@
-"""What one server process shares between its handlers: settings, the clock, the database,
-the master keys and the current signing key ring. Handlers receive it through `initialize`."""
+"""What one server process shares between its handlers: settings, the clock, the database, the
+master keys, the current signing key ring, the revocation check-list and the token minter.
+Handlers receive it through `initialize`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
 from lbauth.core.apps import AppPolicy
 from lbauth.core.keys import KeyRing, load_keyring
 from lbauth.core.masterkey import MasterKeys
+from lbauth.core.revocation import CheckList
+from lbauth.core.tokens import AccessTokens, refresh_checklist
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 
@@ -20,10 +23,20 @@ class Services:
     db: Database
     master_keys: MasterKeys
     keyring: KeyRing
+    checklist: CheckList = field(default_factory=CheckList)
+
+    def __post_init__(self) -> None:
+        self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
 
     @property
     def app_policy(self) -> AppPolicy:
         return AppPolicy(development=self.settings.development)
+
+    async def poll_revocations(self) -> int:
+        """Learn the check-list entries other processes wrote; drop the expired ones."""
+        added = await refresh_checklist(self.db, self.clock, self.checklist)
+        self.checklist.prune(self.clock.now())
+        return added
 
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""

@@ -15,7 +15,9 @@ import secrets
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from lbauth.settings import Settings, SettingsError
 
@@ -48,6 +50,7 @@ class MasterKeys:
         if not keys:
             raise ValueError("at least one master key is needed")
         self._keys = {key_id(k): AESGCM(k) for k in keys}
+        self._primary = keys[0]
         self.primary_id = key_id(keys[0])
         self.ids = tuple(self._keys)
 
@@ -90,6 +93,11 @@ class MasterKeys:
             return aead.decrypt(raw[:12], raw[12:], purpose.encode())
         except InvalidTag:
             raise MasterKeyError("sealed value does not authenticate") from None
+
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte key for `purpose`, derived from the first master key (HKDF, RFC 5869)."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                    info=b"lbauth:" + purpose.encode()).derive(self._primary)
 
     @staticmethod
     def sealed_key_id(sealed: str) -> str:

@@ -190,6 +190,29 @@ class BaseHandler(tornado.web.RequestHandler):
         return single_values(pairs)
 
 
+    def bearer_token(self) -> str:
+        """The token of `Authorization: Bearer <token>` (RFC 6750 2.1; the header form only)."""
+        header = self.request.headers.get("Authorization")
+        if not header:
+            raise TokenMissing()
+        scheme, _, token = header.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or " " in token:
+            raise TokenInvalid()
+        return token
+
+    def refuse_credentials_in_query(self) -> None:
+        """Client credentials in a URL end up in logs and histories (contract 6; RFC 6749 2.3.1)."""
+        for name in ("client_secret", "code", "refresh_token", "code_verifier", "password"):
+            if name in self.request.query_arguments:
+                raise ValidationFailed(f"{name} must be sent in the request body, not in the query string")
+
+    def set_token_response_headers(self) -> None:
+        """RFC 6749 5.1: token responses are never cached."""
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("Pragma", "no-cache")
+
+
 def single_values(pairs: list[tuple[str, str]]) -> dict[str, str]:
     form: dict[str, str] = {}
     for name, value in pairs:

@@ -1,0 +1,186 @@
+"""Authorization (spec 4.1 and 4.2, contract section 5), in two phases as RFC 6749 4.1.1 reads:
+
+1. validate the request: a bad client or redirect URI is fatal and never redirected to
+   (`ApplicationNotFound`, `RedirectUriMismatch`); once the redirect URI is known good, every
+   other failure is an `AuthorizationRedirect` carrying `error`, `error_description`, `state`;
+2. after consent, `issue_code` creates or extends the user's grant and issues a single-use code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Row
+from sqlalchemy.exc import IntegrityError
+
+from lbauth.clock import Clock
+from lbauth.core import opaque, scopes, urls
+from lbauth.errors import ApplicationNotFound, RedirectUriMismatch, ScopeInvalid, ValidationFailed
+from lbauth.storage.db import Database
+from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import codes as codes_repo
+from lbauth.storage.repo import grants as grants_repo
+
+_CHALLENGE = re.compile(r"[A-Za-z0-9\-._~]{43,128}")  # RFC 7636 4.2
+MAX_STATE_LENGTH = 1024
+
+
+@dataclass(frozen=True)
+class AuthorizationRequest:
+    """A validated request: what the consent page shows and what the code will remember."""
+    app: Row
+    redirect_uri: str
+    scopes: tuple[str, ...]
+    state: str | None
+    code_challenge: str | None
+
+    @property
+    def to_own_device(self) -> bool:
+        """The redirect goes to a program on the user's own device (the localhost rule)."""
+        return self.redirect_uri not in self.app.redirect_uris and urls.is_loopback_redirect(self.redirect_uri)
+
+
+class AuthorizationRedirect(Exception):
+    """An error the client learns at its redirect URI (RFC 6749 4.1.2.1)."""
+
+    def __init__(self, error: str, description: str, redirect_uri: str, state: str | None) -> None:
+        super().__init__(description)
+        self.error, self.description, self.redirect_uri, self.state = error, description, redirect_uri, state
+
+
+async def load_client(db: Database, client_id: Any, redirect_uri: Any) -> Row:
+    """Phase 1a: the app and a redirect URI it may use, or a fatal error."""
+    if not isinstance(client_id, str) or not client_id:
+        raise ValidationFailed("Field required: client_id")
+    app = await db.read(apps_repo.by_client_id, client_id)
+    if app is None:
+        raise ApplicationNotFound()
+    if not isinstance(redirect_uri, str) or not urls.redirect_allowed(redirect_uri, list(app.redirect_uris)):
+        raise RedirectUriMismatch()
+    return app
+
+
+def check_front_channel(app: Row, params: Mapping[str, Sequence[str]]) -> AuthorizationRequest:
+    """Phase 1b for GET {auth_url}/oauth/: every parameter once; response_type, state, scope, PKCE.
+    `params` maps each name to all the values sent (so repeats can be seen)."""
+    redirect_uri = params["redirect_uri"][0]
+    states = params.get("state", [])
+    state = states[0] if len(states) == 1 else None
+
+    def fail(error: str, description: str) -> AuthorizationRedirect:
+        return AuthorizationRedirect(error, description, redirect_uri, state)
+
+    repeated = sorted(name for name, values in params.items() if len(values) > 1)
+    if repeated:
+        raise fail("invalid_request", f"Parameter sent more than once: {repeated[0][:40]}")
+    response_type = _one(params, "response_type")
+    if not response_type:
+        raise fail("invalid_request", "response_type is required")
+    if response_type != "code":
+        raise fail("unsupported_response_type", "Only response_type=code is supported")
+    if not state:
+        raise fail("invalid_request", "state is required")
+    if len(state) > MAX_STATE_LENGTH:
+        raise fail("invalid_request", f"state must be at most {MAX_STATE_LENGTH} characters")
+    scope = _one(params, "scope")
+    try:
+        requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
+        _check_allowed(app, requested)
+    except ScopeInvalid as exc:
+        raise fail("invalid_scope", exc.message) from None
+    try:
+        challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"))
+    except ValidationFailed as exc:
+        raise fail("invalid_request", exc.message) from None
+    return AuthorizationRequest(app, redirect_uri, requested, state, challenge)
+
+
+def check_api_request(app: Row, redirect_uri: str, scope: Any, state: Any, challenge: Any,
+                      method: Any) -> AuthorizationRequest:
+    """Phase 1b for POST /api/oauth/authorize/external (spec 4.2): errors are envelopes."""
+    if isinstance(scope, str):
+        scope = scope.split()
+    if not isinstance(scope, list) or not all(isinstance(s, str) for s in scope):
+        raise ValidationFailed("scope must be an array of strings")
+    requested = scopes.validate(scope)
+    if not requested:
+        raise ScopeInvalid("At least one scope is required.")
+    _check_allowed(app, requested)
+    if state is not None and (not isinstance(state, str) or len(state) > MAX_STATE_LENGTH):
+        raise ValidationFailed(f"state must be a string of at most {MAX_STATE_LENGTH} characters")
+    for value in (challenge, method):
+        if value is not None and not isinstance(value, str):
+            raise ValidationFailed("codeChallenge and codeChallengeMethod must be strings")
+    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method))
+
+
+def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = params.get(name)
+    return values[0] if values else None
+
+
+def _check_allowed(app: Row, requested: tuple[str, ...]) -> None:
+    if not requested:
+        raise ScopeInvalid("At least one scope is required.")
+    refused = [s for s in requested if s not in app.scopes]
+    if refused:
+        raise ScopeInvalid(f"This app may not request the scope {refused[0]}.")
+
+
+def _check_pkce(challenge: str | None, method: str | None) -> str | None:
+    """RFC 7636 4.3, S256 only: `plain` would send the verifier's equivalent in the clear."""
+    if challenge is None and method is None:
+        return None
+    if not challenge:
+        raise ValidationFailed("code_challenge_method was sent without code_challenge")
+    if method != "S256":
+        raise ValidationFailed("code_challenge_method must be S256")
+    if not _CHALLENGE.fullmatch(challenge):
+        raise ValidationFailed("code_challenge must be 43 to 128 characters of [A-Za-z0-9-._~]")
+    return challenge
+
+
+async def grant_covers(db: Database, user_id: str, request: AuthorizationRequest) -> bool:
+    """True when the user's live grant already holds every requested scope (no need to ask)."""
+    grant = await db.read(grants_repo.live_grant, user_id, request.app.id)
+    return grant is not None and set(request.scopes) <= set(grant.scopes)
+
+
+def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
+           ttl: int) -> None:
+    app_id = request.app.id
+    grant = grants_repo.live_grant(conn, user_id, app_id)
+    if grant is None:
+        grant_id, held = opaque.new_id("gnt_"), ()
+        grants_repo.insert_grant(conn, id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
+                                 created_at=now, updated_at=now)
+        asu = grants_repo.subject(conn, user_id, app_id)
+    else:
+        grant_id, held, asu = grant.id, tuple(grant.scopes), grant.asu
+        union = [s for s in scopes.ALL if s in held or s in request.scopes]
+        if union != list(held):  # a second approval extends the grant to the union
+            grants_repo.set_scopes(conn, grant_id, union, now)
+    if asu is None:  # created once per (app, user), never changed
+        asu = opaque.new_id("asu_")
+        grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, created_at=now)
+    codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
+                           redirect_uri=request.redirect_uri, scopes=list(request.scopes),
+                           code_challenge=request.code_challenge, created_at=now, expires_at=now + ttl)
+
+
+async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int) -> str:
+    """After consent: create or extend the grant, then issue a code for the requested scopes."""
+    code = opaque.new_secret(opaque.CODE)
+    for attempt in range(3):
+        try:
+            await db.transaction(_issue, request, user_id, opaque.digest(code), int(clock.now()), ttl)
+            return code
+        except IntegrityError:
+            # A concurrent approval created the grant or subject first: run again and extend it.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+

@@ -1,0 +1,186 @@
+"""The token endpoints' use cases (spec 4.3 and 4.4, contract section 6): client authentication,
+code redemption, refresh, and minting and checking `lba_at_` access tokens (RFC 9068)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from sqlalchemy import Connection, Row
+
+from lbauth import errors
+from lbauth.clock import Clock
+from lbauth.core import opaque
+from lbauth.core.keys import KeyRing
+from lbauth.core.revocation import CheckList, Entry
+from lbauth.settings import Settings
+from lbauth.storage.db import Database
+from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import codes as codes_repo
+from lbauth.storage.repo import revocations as revocations_repo
+from lbauth.storage.repo import tokens as tokens_repo
+from lbauth.verify import PREFIX, TokenError, decode_access_token
+
+_DUMMY_DIGEST = opaque.digest("lbauth: no such client")
+
+
+@dataclass(frozen=True)
+class TokenSet:
+    """The `data` of a token response (spec section 2)."""
+    access_token: str
+    refresh_token: str
+    expires_in: int
+    scopes: tuple[str, ...]
+
+    def envelope_data(self) -> dict[str, Any]:
+        return {"accessToken": self.access_token, "refreshToken": self.refresh_token, "tokenType": "Bearer",
+                "expiresIn": self.expires_in, "scope": list(self.scopes)}
+
+    def rfc6749(self) -> dict[str, Any]:
+        """RFC 6749 5.1."""
+        return {"access_token": self.access_token, "token_type": "Bearer", "expires_in": self.expires_in,
+                "refresh_token": self.refresh_token, "scope": " ".join(self.scopes)}
+
+
+class AccessTokens:
+    """Mints and checks access tokens with the process's current key ring and check-list."""
+
+    def __init__(self, settings: Settings, clock: Clock, keyring: Callable[[], KeyRing], checklist: CheckList) -> None:
+        self.settings, self.clock, self._keyring, self.checklist = settings, clock, keyring, checklist
+
+    def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
+             jti: str, now: int) -> str:
+        signer = self._keyring().signer
+        if signer is None:
+            raise errors.ServerUnavailable("No signing key is active.")
+        claims = {"iss": self.settings.issuer, "aud": self.settings.audience, "sub": user_id, "client_id": client_id,
+                  "scope": " ".join(scopes), "iat": now, "exp": now + self.settings.access_token_ttl, "jti": jti,
+                  "gid": grant_id, "asu": asu}
+        return PREFIX + jwt.encode(claims, signer.private_key, algorithm=signer.alg,
+                                   headers={"kid": signer.kid, "typ": "at+jwt"})
+
+    def check(self, token: str) -> dict[str, Any]:
+        """The claims of a live access token, or the error to answer (no database read). No leeway:
+        the server mints and checks with one clock; resource services allow for skew (lbauth.verify)."""
+        try:
+            claims = decode_access_token(token, self._keyring().public_keys, issuer=self.settings.issuer,
+                                         audience=self.settings.audience, now=self.clock.now(), leeway=0)
+        except TokenError as exc:
+            raise errors.by_sub_code(exc.sub_code)() from None
+        if self.checklist.is_revoked(claims.get("gid"), claims["jti"]):
+            raise errors.TokenRevoked()
+        return claims
+
+
+def new_jti() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def pkce_challenge(verifier: str) -> str:
+    """RFC 7636 4.6: BASE64URL(SHA256(ASCII(code_verifier)))."""
+    digest = hashlib.sha256(verifier.encode("ascii", "replace")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+async def authenticate_client(db: Database, client_id: str, client_secret: str) -> Row:
+    """The app, if the secret is right; the same error whether the client or the secret is wrong,
+    after the same constant-time comparison."""
+    app = await db.read(apps_repo.by_client_id, client_id)
+    if not opaque.matches(client_secret, app.client_secret_hash if app else _DUMMY_DIGEST) or app is None:
+        raise errors.ClientSecretMismatch()
+    return app
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    user_id: str
+    grant_id: str
+    asu: str
+    scopes: tuple[str, ...]
+
+
+def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifier: str | None, now: int, jti: str,
+            refresh_token: str, refresh_ttl: int, access_ttl: int) -> _Claimed | type[errors.LbauthError]:
+    """One transaction: claim the code and store the refresh token; or find out why not. A code
+    used before has what its first redemption issued revoked here (RFC 6749 4.1.2), so this
+    returns the error instead of raising it: the revocation must be committed."""
+    code_hash = opaque.digest(code)
+    challenge = pkce_challenge(verifier) if verifier is not None else None
+    claimed = codes_repo.claim(conn, code_hash=code_hash, app_id=app.id, redirect_uri=redirect_uri,
+                               challenge=challenge, now=now, access_jti=jti)
+    if claimed is not None:
+        tokens_repo.insert_refresh_token(conn, token_hash=opaque.digest(refresh_token), app_id=app.id,
+                                         user_id=claimed.user_id, grant_id=claimed.grant_id, code_hash=code_hash,
+                                         asu=claimed.asu, scopes=list(claimed.scopes), created_at=now,
+                                         expires_at=now + refresh_ttl)
+        return _Claimed(claimed.user_id, claimed.grant_id, claimed.asu, tuple(claimed.scopes))
+    row = codes_repo.by_hash(conn, code_hash)
+    if row is None or row.app_id != app.id or row.revoked_at is not None:
+        return errors.CodeInvalid
+    if row.used_at is not None:
+        tokens_repo.revoke_from_code(conn, code_hash, now)
+        if row.access_jti:
+            revocations_repo.insert_revocation(conn, jti=row.access_jti, revoked_at=now,
+                                               expires_at=row.used_at + access_ttl)
+        return errors.CodeUsed
+    if row.expires_at <= now:
+        return errors.CodeExpired
+    if row.redirect_uri != redirect_uri:
+        return errors.RedirectUriMismatch
+    return errors.CodeVerifierInvalid  # the only check left: PKCE challenge and verifier disagree
+
+
+async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row, code: str,
+                        redirect_uri: str, code_verifier: str | None) -> TokenSet:
+    """Spec 4.3: a code for a token set, exactly once."""
+    if not opaque.has_prefix(code, opaque.CODE):
+        raise errors.CodeInvalid()
+    now, jti = int(clock.now()), new_jti()
+    refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
+    settings = tokens.settings
+    outcome = await db.transaction(_redeem, app=app, code=code, redirect_uri=redirect_uri, verifier=code_verifier,
+                                   now=now, jti=jti, refresh_token=refresh_token,
+                                   refresh_ttl=settings.refresh_token_ttl, access_ttl=settings.access_token_ttl)
+    if not isinstance(outcome, _Claimed):
+        if outcome is errors.CodeUsed:
+            await refresh_checklist(db, clock, tokens.checklist)
+        raise outcome()
+    access_token = tokens.mint(user_id=outcome.user_id, client_id=app.client_id, scopes=outcome.scopes,
+                               grant_id=outcome.grant_id, asu=outcome.asu, jti=jti, now=now)
+    return TokenSet(access_token, refresh_token, settings.access_token_ttl, outcome.scopes)
+
+
+async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row, refresh_token: str,
+                  scope: tuple[str, ...] | None = None) -> TokenSet:
+    """Spec 4.4: a new access token; the refresh token is returned unchanged (no rotation).
+    `scope` (RFC 6749 6) may narrow the new token to a subset of the granted scopes."""
+    if not opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
+        raise errors.RefreshTokenInvalid()
+    row = await db.read(tokens_repo.by_hash, opaque.digest(refresh_token))
+    now = int(clock.now())
+    if row is None or row.app_id != app.id:  # bound to its client (contract 6)
+        raise errors.RefreshTokenInvalid()
+    if row.revoked_at is not None:
+        raise errors.RefreshTokenRevoked()
+    if row.expires_at <= now:
+        raise errors.RefreshTokenExpired()
+    granted = tuple(row.scopes)
+    if scope is not None:
+        if not set(scope) <= set(granted):
+            raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
+        granted = scope
+    access_token = tokens.mint(user_id=row.user_id, client_id=app.client_id, scopes=granted, grant_id=row.grant_id,
+                               asu=row.asu, jti=new_jti(), now=now)
+    return TokenSet(access_token, refresh_token, tokens.settings.access_token_ttl, granted)
+
+
+async def refresh_checklist(db: Database, clock: Clock, checklist: CheckList) -> int:
+    """Read what was added to the stored check-list since this process last looked."""
+    rows = await db.read(revocations_repo.since, checklist.cursor, int(clock.now()))
+    checklist.add(Entry(r.id, r.grant_id, r.jti, r.revoked_at, r.expires_at) for r in rows)
+    return len(rows)

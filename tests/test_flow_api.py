@@ -1,0 +1,625 @@
+"""The server-side half of the authorization code flow: POST /api/oauth/authorize/external, the two
+token endpoints, GET /api/auth/me and GET /api/service/user/info (spec sections 4, 5, 7; contract
+sections 3, 5, 6). Every error is checked as the envelope with HTTP status == code, and its subCode."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+from urllib.parse import urlencode
+
+import jwt
+import pytest
+
+from tests.client import Client
+from tests.flow_helpers import (
+    REGISTERED_URI,
+    Setup,
+    authorize,
+    b64url,
+    code_for,
+    exchange,
+    full_setup,
+    pkce_pair,
+    refresh,
+    s256_challenge,
+    tokens_for,
+)
+
+ACCESS_TTL = 7200
+CODE_TTL = 300
+REFRESH_TTL = 2592000
+MAX_VERIFIER_LEEWAY = 60  # contract 6: access tokens are verified with at most 60 s of leeway
+TOKEN_SET_FIELDS = {"accessToken", "refreshToken", "tokenType", "expiresIn", "scope"}
+ME_FIELDS = {"userId", "name", "email", "avatar", "bio", "appScopedUserId"}
+USER_INFO_FIELDS = {"userId", "name", "email", "avatar", "bio", "interestTags"}
+INVALID_TOKEN = 'Bearer error="invalid_token"'
+
+
+async def me(server, bearer):
+    return await server.client.get("/api/auth/me", bearer=bearer)
+
+
+def assert_token_set(data: dict, scopes) -> None:
+    assert set(data) == TOKEN_SET_FIELDS, data.keys()
+    assert data["accessToken"].startswith("lba_at_")
+    assert data["refreshToken"].startswith("lba_rt_")
+    assert data["tokenType"] == "Bearer"
+    assert data["expiresIn"] == ACCESS_TTL
+    assert isinstance(data["scope"], list)
+    assert sorted(data["scope"]) == sorted(scopes) and len(set(data["scope"])) == len(data["scope"])
+
+
+def assert_no_store(r) -> None:
+    assert "no-store" in r.headers.get("Cache-Control", ""), r.headers.get("Cache-Control")
+    assert r.headers.get("Pragma") == "no-cache"
+
+
+def tamper(token: str) -> str:
+    """The token with one character of its JWS signature changed (in the middle, so that the
+    change is in the signature bits and not only in the last character's padding bits)."""
+    head, _, signature = token.rpartition(".")
+    i = len(signature) // 2
+    swapped = "B" if signature[i] != "B" else "C"
+    return f"{head}.{signature[:i]}{swapped}{signature[i + 1:]}"
+
+
+def test_pkce_helper_matches_rfc_7636_appendix_b():
+    verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+    assert s256_challenge(verifier) == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+    assert b64url(hashlib.sha256(b"").digest()) == "47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
+    fresh, challenge = pkce_pair()
+    assert len(fresh) == 43 and s256_challenge(fresh) == challenge
+
+
+# ---- POST /api/oauth/authorize/external (spec 4.2) ----------------------------------------------------
+
+async def test_authorize_returns_a_code_and_echoes_the_state(server):
+    s = await full_setup(server)
+    r = await authorize(server, s.token, s.client_id, s.redirect_uri, ["userinfo"], state="xyz-Ü 1&2")
+    assert r.status == 200
+    assert set(r.data) == {"code", "state"}
+    assert r.data["code"].startswith("lba_ac_")
+    assert r.data["state"] == "xyz-Ü 1&2"
+
+
+async def test_authorize_unknown_client_is_application_not_found(server):
+    s = await full_setup(server)
+    r = await authorize(server, s.token, "cid_" + secrets.token_hex(12), s.redirect_uri)
+    r.assert_error(404, "oauth2.application.not_found")
+
+
+async def test_authorize_unregistered_redirect_uri_is_mismatch(server):
+    s = await full_setup(server)
+    r = await authorize(server, s.token, s.client_id, "https://other.example/callback")
+    r.assert_error(400, "oauth2.redirect_uri.mismatch")
+
+
+@pytest.mark.parametrize("scope", [
+    ["admin"],
+    ["user.info"],  # used in the spec's example, but not one of the nine (contract 5)
+    ["chat"],  # likewise
+    ["userinfo", "admin"],
+    ["USERINFO"],
+])
+async def test_authorize_refuses_any_scope_outside_the_nine(server, scope):
+    s = await full_setup(server)
+    r = await authorize(server, s.token, s.client_id, s.redirect_uri, scope)
+    r.assert_error(400, "oauth2.scope.invalid")
+
+
+async def test_authorize_without_a_bearer_is_token_missing(server):
+    s = await full_setup(server)
+    r = await authorize(server, None, s.client_id, s.redirect_uri)
+    r.assert_error(401, "oauth2.token.missing")
+    assert r.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_authorize_with_a_garbage_bearer_is_token_invalid(server):
+    s = await full_setup(server)
+    r = await authorize(server, "lba_ut_" + secrets.token_urlsafe(32), s.client_id, s.redirect_uri)
+    r.assert_error(401, "oauth2.token.invalid")
+    assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+@pytest.mark.parametrize("redirect_uri", ["http://localhost:5173/cb", "http://127.0.0.1:9999/x"])
+async def test_unregistered_localhost_redirects_are_allowed(server, redirect_uri):
+    s = await full_setup(server)
+    assert redirect_uri not in s.app["redirectUris"]
+    r = await authorize(server, s.token, s.client_id, redirect_uri)
+    assert r.status == 200, r.text
+    assert r.data["code"].startswith("lba_ac_")
+    r = await exchange(server, r.data["code"], redirect_uri, s.client_id, s.client_secret)
+    assert r.status == 200, r.text
+
+
+LOOKALIKE_REDIRECTS = [
+    "http://localhost.evil.example/cb",
+    "http://localhost@evil.example/cb",
+    "https://localhost:5173/cb",  # the unregistered loopback rule is for scheme http only
+    "http://LOCALHOST:5173/cb",  # host exactly "localhost"
+    REGISTERED_URI + "/",  # trailing slash
+    REGISTERED_URI + "?x=1",  # extra query
+    REGISTERED_URI + "#frag",  # fragment
+    "https://app.example/Callback",  # case of the path
+    "https://APP.example/callback",  # case of the host
+    "https://app.example/call",  # a prefix
+    "http://app.example/callback",  # scheme downgrade
+    "https://app.example:443/callback",  # not byte-for-byte the registered URI
+]
+
+
+@pytest.mark.parametrize("redirect_uri", LOOKALIKE_REDIRECTS)
+async def test_authorize_refuses_lookalike_redirects(server, redirect_uri):
+    s = await full_setup(server, redirect_uris=[REGISTERED_URI])
+    r = await authorize(server, s.token, s.client_id, redirect_uri)
+    r.assert_error(400, "oauth2.redirect_uri.mismatch")
+
+
+# ---- POST /api/oauth/token/code (spec 4.3) -----------------------------------------------------------
+
+async def test_exchange_returns_the_token_set(server):
+    s = await full_setup(server)
+    code = await code_for(server, s, ["userinfo", "chat.read"])
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    assert r.status == 200, r.text
+    assert r.json["code"] == 0
+    assert_token_set(r.data, ["userinfo", "chat.read"])
+    assert_no_store(r)
+
+
+async def test_exchange_refuses_a_json_body(server):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    r = await server.client.post("/api/oauth/token/code", json={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
+        "client_id": s.client_id, "client_secret": s.client_secret})
+    body = r.assert_error(400, "request.validation_failed")
+    assert body["message"].startswith("Field required")
+
+
+@pytest.mark.parametrize("grant_type", ["refresh_token", "password", "AUTHORIZATION_CODE"])
+async def test_exchange_refuses_other_grant_types(server, grant_type):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret, grant_type=grant_type)
+    r.assert_error(400, "oauth2.grant_type.invalid")
+
+
+@pytest.mark.parametrize("code", ["lba_ac_" + "A" * 43, "not-a-code"])
+async def test_exchange_unknown_code_is_invalid(server, code):
+    s = await full_setup(server)
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    r.assert_error(400, "oauth2.code.invalid")
+
+
+async def test_exchange_of_another_apps_code_is_invalid(server):
+    s = await full_setup(server)
+    other = await server.create_app(s.user["email"], name="Other App", redirect_uris=[REGISTERED_URI])
+    code = await code_for(server, s)
+    r = await exchange(server, code, REGISTERED_URI, other["clientId"], other["clientSecret"])
+    r.assert_error(400, "oauth2.code.invalid")
+
+
+async def test_exchange_with_a_wrong_client_secret_is_secret_mismatch(server):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    r = await exchange(server, code, s.redirect_uri, s.client_id, "lba_cs_" + secrets.token_urlsafe(32))
+    r.assert_error(401, "oauth2.client.secret_mismatch")
+
+
+@pytest.mark.parametrize("sent", ["https://app.example/second", REGISTERED_URI + "/", "http://localhost:5173/cb"])
+async def test_exchange_redirect_uri_must_equal_the_authorize_requests(server, sent):
+    s = await full_setup(server, redirect_uris=[REGISTERED_URI, "https://app.example/second"])
+    code = await code_for(server, s, redirect_uri=REGISTERED_URI)
+    r = await exchange(server, code, sent, s.client_id, s.client_secret)
+    r.assert_error(400, "oauth2.redirect_uri.mismatch")
+
+
+async def test_second_redemption_is_used_and_revokes_what_the_first_issued(server):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    first = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    assert first.status == 200, first.text
+    tokens = first.data
+    assert (await me(server, tokens["accessToken"])).status == 200
+
+    again = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    again.assert_error(400, "oauth2.code.used")
+
+    (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)
+     ).assert_error(400, "oauth2.refresh_token.revoked")
+    r = await me(server, tokens["accessToken"])
+    r.assert_error(401, "oauth2.token.revoked")
+    assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+async def test_code_expires_after_five_minutes(server):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    server.clock.advance(CODE_TTL + 1)
+    (await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+     ).assert_error(400, "oauth2.code.expired")
+
+    fresh = await code_for(server, s)
+    server.clock.advance(CODE_TTL - 1)
+    r = await exchange(server, fresh, s.redirect_uri, s.client_id, s.client_secret)
+    assert r.status == 200, r.text
+
+
+@pytest.mark.parametrize("secret_also_in_body", [False, True])
+async def test_client_secret_in_the_query_string_is_refused(server, secret_also_in_body):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
+            "client_id": s.client_id}
+    if secret_also_in_body:
+        form["client_secret"] = s.client_secret
+    path = "/api/oauth/token/code?" + urlencode({"client_secret": s.client_secret})
+    r = await server.client.post(path, form=form)
+    assert r.status == 400, r.text
+    document = r.json
+    assert document["code"] == 400 and isinstance(document.get("subCode"), str) and "data" not in document
+
+
+async def test_refresh_client_secret_in_the_query_string_is_refused(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    path = "/api/oauth/token/refresh?" + urlencode({"client_secret": s.client_secret})
+    r = await server.client.post(path, form={"grant_type": "refresh_token", "client_id": s.client_id,
+                                             "refresh_token": tokens["refreshToken"],
+                                             "client_secret": s.client_secret})
+    assert r.status == 400, r.text
+    assert r.json["code"] == 400 and "data" not in r.json
+
+
+async def test_concurrent_redemptions_of_one_code_have_exactly_one_winner(server):
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
+            "client_id": s.client_id, "client_secret": s.client_secret}
+    clients = [Client(server.url) for _ in range(20)]
+    try:
+        results = await asyncio.gather(*(c.post("/api/oauth/token/code", form=form) for c in clients))
+    finally:
+        for c in clients:
+            c.close()
+    winners = [r for r in results if r.status == 200]
+    losers = [r for r in results if r.status != 200]
+    assert len(winners) == 1, [r.status for r in results]
+    assert len(losers) == 19
+    for r in losers:
+        r.assert_error(400, "oauth2.code.used")
+
+    tokens = winners[0].data
+    (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)
+     ).assert_error(400, "oauth2.refresh_token.revoked")
+    (await me(server, tokens["accessToken"])).assert_error(401, "oauth2.token.revoked")
+
+
+# ---- PKCE (RFC 7636; contract 5) ------------------------------------------------------------------------
+
+async def _pkce_code(server, s: Setup, challenge: str) -> str:
+    return await code_for(server, s, codeChallenge=challenge, codeChallengeMethod="S256")
+
+
+async def test_pkce_code_is_not_redeemed_without_a_verifier(server):
+    s = await full_setup(server)
+    _, challenge = pkce_pair()
+    code = await _pkce_code(server, s, challenge)
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    r.assert_error(400, "oauth2.code_verifier.invalid")
+
+
+async def test_pkce_code_is_not_redeemed_with_a_wrong_verifier(server):
+    s = await full_setup(server)
+    _, challenge = pkce_pair()
+    code = await _pkce_code(server, s, challenge)
+    wrong, _ = pkce_pair()
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret, code_verifier=wrong)
+    r.assert_error(400, "oauth2.code_verifier.invalid")
+
+
+async def test_pkce_code_is_redeemed_with_the_right_verifier(server):
+    s = await full_setup(server)
+    verifier, challenge = pkce_pair()
+    code = await _pkce_code(server, s, challenge)
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret, code_verifier=verifier)
+    assert r.status == 200, r.text
+    assert_token_set(r.data, ["userinfo"])
+
+
+async def test_code_without_a_challenge_refuses_a_verifier(server):
+    """Downgrade protection: a verifier sent for a code issued without a challenge is refused."""
+    s = await full_setup(server)
+    code = await code_for(server, s)
+    verifier, _ = pkce_pair()
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret, code_verifier=verifier)
+    r.assert_error(400, "oauth2.code_verifier.invalid")
+
+
+# ---- POST /api/oauth/token/refresh (spec 4.4) -----------------------------------------------------------
+
+async def test_refresh_issues_a_new_access_token_and_keeps_the_refresh_token(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s, ["userinfo", "chat.read"])
+    seen = {tokens["accessToken"]}
+    for _ in range(3):
+        server.clock.advance(10)
+        r = await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)
+        assert r.status == 200, r.text
+        assert_token_set(r.data, ["userinfo", "chat.read"])
+        assert_no_store(r)
+        assert r.data["refreshToken"] == tokens["refreshToken"]
+        assert r.data["accessToken"] not in seen
+        seen.add(r.data["accessToken"])
+        assert (await me(server, r.data["accessToken"])).status == 200
+
+
+async def test_refresh_refuses_a_json_body(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    r = await server.client.post("/api/oauth/token/refresh", json={
+        "grant_type": "refresh_token", "refresh_token": tokens["refreshToken"],
+        "client_id": s.client_id, "client_secret": s.client_secret})
+    body = r.assert_error(400, "request.validation_failed")
+    assert body["message"].startswith("Field required")
+
+
+@pytest.mark.parametrize("grant_type", ["authorization_code", "client_credentials"])
+async def test_refresh_refuses_other_grant_types(server, grant_type):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    r = await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret, grant_type=grant_type)
+    r.assert_error(400, "oauth2.grant_type.invalid")
+
+
+@pytest.mark.parametrize("token", ["lba_rt_" + "A" * 43, "garbage"])
+async def test_refresh_unknown_token_is_invalid(server, token):
+    s = await full_setup(server)
+    r = await refresh(server, token, s.client_id, s.client_secret)
+    r.assert_error(400, "oauth2.refresh_token.invalid")
+
+
+async def test_refresh_token_is_bound_to_its_client(server):
+    s = await full_setup(server)
+    other = await server.create_app(s.user["email"], name="Other App")
+    tokens = await tokens_for(server, s)
+    r = await refresh(server, tokens["refreshToken"], other["clientId"], other["clientSecret"])
+    r.assert_error(400, "oauth2.refresh_token.invalid")
+
+
+async def test_refresh_with_a_wrong_client_secret_is_secret_mismatch(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    r = await refresh(server, tokens["refreshToken"], s.client_id, "lba_cs_" + secrets.token_urlsafe(32))
+    r.assert_error(401, "oauth2.client.secret_mismatch")
+
+
+async def test_refresh_token_expires_after_thirty_days(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    server.clock.advance(REFRESH_TTL - 1)
+    r = await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)
+    assert r.status == 200, r.text  # using it does not extend it (no rotation, no sliding)
+    server.clock.advance(2)
+    (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)
+     ).assert_error(400, "oauth2.refresh_token.expired")
+
+
+# ---- GET /api/auth/me (spec 4.5) ---------------------------------------------------------------------
+
+async def test_me_returns_the_user_of_the_access_token(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    r = await me(server, tokens["accessToken"])
+    assert r.status == 200, r.text
+    data = r.data
+    assert set(data) == ME_FIELDS
+    assert data["userId"] == s.user["userId"]
+    assert data["email"] == s.user["email"] and data["name"] == s.user["name"]
+    assert isinstance(data["avatar"], str) and isinstance(data["bio"], str)
+    assert data["appScopedUserId"].startswith("asu_") and len(data["appScopedUserId"]) > 4
+
+
+async def test_app_scoped_user_id_is_stable_for_one_app(server):
+    s = await full_setup(server)
+    first = await tokens_for(server, s)
+    server.clock.advance(60)
+    second = await tokens_for(server, s, ["userinfo", "chat.read"])
+    a = (await me(server, first["accessToken"])).data
+    b = (await me(server, second["accessToken"])).data
+    assert a["appScopedUserId"] == b["appScopedUserId"]
+    assert a["userId"] == b["userId"] == s.user["userId"]
+
+
+async def test_app_scoped_user_id_differs_between_apps(server):
+    s = await full_setup(server)
+    other_app = await server.create_app(s.user["email"], name="Other App")
+    other = Setup(user=s.user, token=s.token, app=other_app)
+    a = (await me(server, (await tokens_for(server, s))["accessToken"])).data
+    b = (await me(server, (await tokens_for(server, other))["accessToken"])).data
+    assert a["userId"] == b["userId"]
+    assert a["appScopedUserId"] != b["appScopedUserId"]
+    assert b["appScopedUserId"].startswith("asu_")
+
+
+async def test_me_without_a_bearer_is_token_missing(server):
+    r = await server.client.get("/api/auth/me")
+    r.assert_error(401, "oauth2.token.missing")
+    assert r.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_me_refuses_a_user_token(server):
+    s = await full_setup(server)
+    assert s.token.startswith("lba_ut_")
+    r = await me(server, s.token)
+    r.assert_error(401, "oauth2.token.invalid")
+    assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+async def test_me_refuses_an_expired_access_token(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    server.clock.advance(ACCESS_TTL - MAX_VERIFIER_LEEWAY - 1)
+    assert (await me(server, tokens["accessToken"])).status == 200
+    # Past exp by more than any leeway the contract allows (at most 60 s).
+    server.clock.advance(2 * MAX_VERIFIER_LEEWAY + 2)
+    r = await me(server, tokens["accessToken"])
+    r.assert_error(401, "oauth2.token.expired")
+    assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+async def test_me_refuses_refresh_tokens_and_codes_as_bearer(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    code = await code_for(server, s)
+    for bearer in (tokens["refreshToken"], code, "lba_at_" + secrets.token_urlsafe(32), "garbage"):
+        r = await me(server, bearer)
+        r.assert_error(401, "oauth2.token.invalid")
+        assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+async def test_me_refuses_an_access_token_with_a_changed_signature(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    forged = tamper(tokens["accessToken"])
+    assert forged != tokens["accessToken"]
+    r = await me(server, forged)
+    r.assert_error(401, "oauth2.token.invalid")
+    assert r.headers["WWW-Authenticate"] == INVALID_TOKEN
+
+
+# ---- GET /api/service/user/info (spec 4.6, contract 5) -----------------------------------------------
+
+async def test_user_info_returns_the_profile_with_the_userinfo_scope(server):
+    user = await server.create_user(name="Ada Lovelace", avatar="https://img.example/ada.png",
+                                    bio="Analytical engines", interest_tags=["math", "looms"])
+    token = await server.login(user["email"], user["password"])
+    app = await server.create_app(user["email"], redirect_uris=[REGISTERED_URI])
+    s = Setup(user=user, token=token, app=app)
+    tokens = await tokens_for(server, s, ["userinfo"])
+    r = await server.client.get("/api/service/user/info", bearer=tokens["accessToken"])
+    assert r.status == 200, r.text
+    assert r.data == {"userId": user["userId"], "name": "Ada Lovelace", "email": user["email"],
+                      "avatar": "https://img.example/ada.png", "bio": "Analytical engines",
+                      "interestTags": ["math", "looms"]}
+    assert set(r.data) == USER_INFO_FIELDS
+
+
+async def test_user_info_without_the_userinfo_scope_is_insufficient_scope(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s, ["chat.read"])
+    r = await server.client.get("/api/service/user/info", bearer=tokens["accessToken"])
+    r.assert_error(403, "oauth2.scope.insufficient")
+    assert r.headers["WWW-Authenticate"] == 'Bearer error="insufficient_scope"'
+
+
+async def test_user_info_refuses_a_user_token(server):
+    s = await full_setup(server)
+    r = await server.client.get("/api/service/user/info", bearer=s.token)
+    r.assert_error(401, "oauth2.token.invalid")
+
+
+# ---- the access token itself (contract 6, RFC 9068) ------------------------------------------------------
+
+async def test_access_token_is_an_rfc_9068_jwt_signed_by_a_published_key(server):
+    s = await full_setup(server)
+    issued_at = int(server.clock.now())
+    tokens = await tokens_for(server, s, ["userinfo", "chat.read"])
+    asu = (await me(server, tokens["accessToken"])).data["appScopedUserId"]
+    token = tokens["accessToken"]
+    assert token.startswith("lba_at_")
+    jws = token[len("lba_at_"):]
+
+    header = jwt.get_unverified_header(jws)
+    assert header["typ"] == "at+jwt"
+    assert header["alg"] == server.settings.signing_alg
+    assert isinstance(header.get("kid"), str) and header["kid"]
+
+    claims = jwt.decode(jws, options={"verify_signature": False})
+    assert {"iss", "aud", "sub", "client_id", "scope", "iat", "exp", "jti", "gid", "asu"} <= set(claims)
+    assert claims["iss"] == server.settings.issuer
+    assert claims["aud"] == server.settings.audience
+    assert claims["sub"] == s.user["userId"]
+    assert claims["client_id"] == s.client_id
+    assert isinstance(claims["scope"], str)
+    assert sorted(claims["scope"].split(" ")) == ["chat.read", "userinfo"]
+    assert claims["iat"] == issued_at
+    assert claims["exp"] == claims["iat"] + ACCESS_TTL
+    assert isinstance(claims["jti"], str) and claims["jti"]
+    assert isinstance(claims["gid"], str) and claims["gid"]
+    assert claims["asu"] == asu
+
+    # The signature verifies with the key the server publishes (the clock is frozen in the future,
+    # so times are checked above against it, not by PyJWT against the wall clock).
+    jwks = (await server.client.get("/.well-known/jwks.json")).json
+    matching = [k for k in jwks["keys"] if k.get("kid") == header["kid"]]
+    assert len(matching) == 1
+    key = jwt.PyJWK(matching[0])
+    verified = jwt.decode(jws, key, algorithms=[header["alg"]], audience=server.settings.audience,
+                          issuer=server.settings.issuer,
+                          options={"verify_exp": False, "verify_iat": False, "verify_nbf": False,
+                                   "require": ["iss", "aud", "sub", "iat", "exp", "jti"]})
+    assert verified == claims
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(tamper(jws), key, algorithms=[header["alg"]], audience=server.settings.audience,
+                   options={"verify_exp": False, "verify_iat": False, "verify_nbf": False})
+
+
+async def test_each_access_token_has_its_own_jti(server):
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    again = (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).data
+    first = jwt.decode(tokens["accessToken"][7:], options={"verify_signature": False})
+    second = jwt.decode(again["accessToken"][7:], options={"verify_signature": False})
+    assert first["jti"] != second["jti"]
+    assert first["gid"] == second["gid"] and first["asu"] == second["asu"]
+
+
+# ---- statement budgets (PERFORMANCE; contract 14 `statements`) -------------------------------------------
+
+async def _statements(server, request) -> int:
+    before = server.db.statements
+    r = await request()
+    assert r.status == 200, r.text
+    return server.db.statements - before
+
+
+async def _fewest_statements(server, requests) -> int:
+    """The fewest statements over a few sequential runs of the same request, so that the server's
+    own periodic work (the key reload every 5 s) landing inside one run cannot fail the budget."""
+    return min([await _statements(server, request) for request in requests])
+
+
+async def test_statement_budgets(server):
+    s = await full_setup(server)
+    codes = [await code_for(server, s) for _ in range(3)]
+    exchanges = [lambda c=c: exchange(server, c, s.redirect_uri, s.client_id, s.client_secret) for c in codes]
+    assert await _fewest_statements(server, exchanges) <= 4
+
+    tokens = await tokens_for(server, s)
+    refreshes = [lambda: refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)] * 3
+    assert await _fewest_statements(server, refreshes) <= 3
+
+    mes = [lambda: me(server, tokens["accessToken"])] * 3
+    assert await _fewest_statements(server, mes) <= 1
+
+
+async def test_access_token_verification_reads_no_database(server):
+    """Refusing a bad, expired or revoked access token is decided in memory: 0 statements."""
+    s = await full_setup(server)
+    tokens = await tokens_for(server, s)
+    code = await code_for(server, s)
+    first = (await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)).data
+    await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)  # reuse: revokes `first`
+    candidates = [first["accessToken"], tokens["accessToken"][:-3] + "abc", "lba_at_x.y.z"]
+    for token in candidates:
+        before = server.db.statements
+        r = await me(server, token)
+        assert r.status == 401 and server.db.statements == before
+    server.clock.advance(7201)
+    before = server.db.statements
+    (await me(server, tokens["accessToken"])).assert_error(401, "oauth2.token.expired")
+    assert server.db.statements == before
