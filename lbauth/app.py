@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import tornado.web
 
 from lbauth import logs
-from lbauth.handlers import account, identity, oauth_api, oauth_rfc, ops, pages, wellknown
+from lbauth.handlers import account, account_pages, identity, oauth_api, oauth_rfc, ops, pages, wellknown
 from lbauth.handlers.authorize_page import AuthorizePage
 from lbauth.handlers.base import NotFoundHandler
 from lbauth.services import Services
@@ -18,6 +18,9 @@ _access_log = logging.getLogger("lbauth.access")
 ROUTES = [
     # API ({base_url}): the spec's endpoints and ours, enveloped
     (r"/api/auth/login", account.LoginHandler),
+    (r"/api/auth/authorizations", account.AuthorizationsHandler),
+    (r"/api/auth/authorizations/([^/]+)", account.AuthorizationHandler),
+    (r"/api/oauth/revocations", account.RevocationFeedHandler),
     (r"/api/auth/me", identity.MeHandler),
     (r"/api/service/user/info", identity.UserInfoHandler),
     (r"/api/oauth/authorize/external", oauth_api.AuthorizeExternalHandler),
@@ -25,12 +28,16 @@ ROUTES = [
     (r"/api/oauth/token/refresh", oauth_api.TokenRefreshHandler),
     # Standard clients (RFC shapes)
     (r"/oauth/token", oauth_rfc.OAuthTokenHandler),
+    (r"/oauth/revoke", oauth_rfc.OAuthRevokeHandler),
+    (r"/oauth/introspect", oauth_rfc.OAuthIntrospectHandler),
     (r"/.well-known/jwks.json", wellknown.JwksHandler),
     (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
     # Pages ({auth_url})
     (r"/oauth/?", AuthorizePage),
     (r"/login", pages.LoginPage),
     (r"/logout", pages.LogoutPage),
+    (r"/account/apps", account_pages.ConnectedAppsPage),
+    (r"/account/apps/([^/]+)/revoke", account_pages.RevokeAppPage),
     # Operations
     (r"/healthz", ops.HealthHandler),
     (r"/readyz", ops.ReadyHandler),

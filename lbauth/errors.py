@@ -47,6 +47,8 @@ RequestTooLarge = _error("RequestTooLarge", 413, "request.too_large", "The reque
 RateLimited = _error("RateLimited", 429, "request.rate_limited", "Too many requests; retry later.")
 ServerUnavailable = _error("ServerUnavailable", 503, "server.unavailable",
                            "The service is temporarily unavailable; retry later.")
+FormExpired = _error("FormExpired", 403, "request.xsrf_failed",
+                     "This form has expired or did not come from this site. Reload the page and try again.")
 InternalError = _error("InternalError", 500, "server.internal_error", "An internal error occurred.")
 
 # Authorization (spec 4.2, 7)

@@ -16,17 +16,22 @@ from tornado.ioloop import PeriodicCallback
 from lbauth import logs
 from lbauth.app import make_app
 from lbauth.clock import Clock, SystemClock
+from lbauth.core import revocation
 from lbauth.core.keys import ensure_active_key, load_keyring
 from lbauth.core.masterkey import load_master_keys
+from lbauth.delivery import Deliverer
 from lbauth.services import Services
 from lbauth.settings import Settings
 from lbauth.storage import migrate
 from lbauth.storage.db import Database
+from lbauth.storage.listen import Listener
 
 log = logging.getLogger("lbauth.server")
 
 KEY_RELOAD_SECONDS = 5
-CHECKLIST_POLL_SECONDS = 2
+CHECKLIST_POLL_SECONDS = 2  # the fallback; PostgreSQL deployments hear revocations at once (NOTIFY)
+WEBHOOK_FLUSH_MS = 250
+DRAIN_SECONDS = 5
 
 
 async def open_database(settings: Settings) -> Database:
@@ -67,12 +72,21 @@ class RunningServer:
     services: Services
     http_server: tornado.httpserver.HTTPServer
     port: int
+    deliverer: Deliverer
+    listener: Listener | None = None
     periodic: list[PeriodicCallback] = field(default_factory=list)
 
     async def stop(self) -> None:
         for callback in self.periodic:
             callback.stop()
         self.http_server.stop()
+        if self.listener:
+            await self.listener.stop()
+        try:
+            await asyncio.wait_for(self.deliverer.drain(), DRAIN_SECONDS)
+        except TimeoutError:
+            log.warning("stopping with webhook deliveries in flight; they will be retried when their leases end")
+        self.deliverer.close()
         await self.http_server.close_all_connections()
         await self.services.db.close()
 
@@ -86,9 +100,15 @@ async def start(settings: Settings, *, clock: Clock | None = None,
         sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]
-    running = RunningServer(services, server, port)
+    deliverer = Deliverer(services)
+    running = RunningServer(services, server, port, deliverer)
     running.periodic.append(PeriodicCallback(_guarded(services.reload_keys), KEY_RELOAD_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(deliverer.run_once), WEBHOOK_FLUSH_MS))
+    if not settings.is_sqlite:
+        running.listener = Listener(settings.database_url, revocation.NOTIFY_CHANNEL,
+                                    _guarded(services.poll_revocations))
+        running.listener.start()
     for callback in running.periodic:
         callback.start()
     logs.event(log, "listening", host=settings.host, port=port, database=_database_kind(settings),
@@ -97,12 +117,22 @@ async def start(settings: Settings, *, clock: Clock | None = None,
 
 
 def _guarded(job):
-    """A periodic job whose failure (say, the database briefly away) is logged, not fatal."""
+    """A periodic job whose failure (say, the database briefly away) is logged once, not fatal:
+    the next tick tries again, and recovery is logged too."""
+    failing = False
+
     async def run() -> None:
+        nonlocal failing
         try:
             await job()
         except Exception as exc:  # noqa: BLE001 - the next tick tries again
-            log.warning("periodic %s failed: %s", job.__name__, type(exc).__name__)
+            if not failing:
+                log.warning("periodic %s failing: %s; retrying", job.__name__, type(exc).__name__)
+            failing = True
+        else:
+            if failing:
+                log.info("periodic %s recovered", job.__name__)
+            failing = False
     return run
 
 

@@ -10,8 +10,8 @@ from lbauth.clock import Clock
 from lbauth.core.apps import AppPolicy
 from lbauth.core.keys import KeyRing, load_keyring
 from lbauth.core.masterkey import MasterKeys
-from lbauth.core.revocation import CheckList
-from lbauth.core.tokens import AccessTokens, refresh_checklist
+from lbauth.core.revocation import CheckList, refresh_checklist
+from lbauth.core.tokens import AccessTokens
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 

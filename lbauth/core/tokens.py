@@ -17,7 +17,7 @@ from lbauth import errors
 from lbauth.clock import Clock
 from lbauth.core import opaque
 from lbauth.core.keys import KeyRing
-from lbauth.core.revocation import CheckList, Entry
+from lbauth.core.revocation import CheckList, notify, refresh_checklist
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo
@@ -72,7 +72,7 @@ class AccessTokens:
                                          audience=self.settings.audience, now=self.clock.now(), leeway=0)
         except TokenError as exc:
             raise errors.by_sub_code(exc.sub_code)() from None
-        if self.checklist.is_revoked(claims.get("gid"), claims["jti"]):
+        if self.checklist.is_revoked(claims.get("gid"), claims["jti"], claims["iat"]):
             raise errors.TokenRevoked()
         return claims
 
@@ -105,7 +105,7 @@ class _Claimed:
 
 
 def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifier: str | None, now: int, jti: str,
-            refresh_token: str, refresh_ttl: int, access_ttl: int) -> _Claimed | type[errors.LbauthError]:
+            refresh_token: str, refresh_ttl: int, access_ttl: int) -> _Claimed | errors.LbauthError:
     """One transaction: claim the code and store the refresh token; or find out why not. A code
     used before has what its first redemption issued revoked here (RFC 6749 4.1.2), so this
     returns the error instead of raising it: the revocation must be committed."""
@@ -121,18 +121,21 @@ def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifie
         return _Claimed(claimed.user_id, claimed.grant_id, claimed.asu, tuple(claimed.scopes))
     row = codes_repo.by_hash(conn, code_hash)
     if row is None or row.app_id != app.id or row.revoked_at is not None:
-        return errors.CodeInvalid
+        return errors.CodeInvalid()
     if row.used_at is not None:
+        # The first redemption's refresh token, and every access token of the grant issued so far
+        # (the first one and any refreshed from it): a replayed code means the code leaked.
         tokens_repo.revoke_from_code(conn, code_hash, now)
-        if row.access_jti:
-            revocations_repo.insert_revocation(conn, jti=row.access_jti, revoked_at=now,
-                                               expires_at=row.used_at + access_ttl)
-        return errors.CodeUsed
+        revocations_repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now, expires_at=now + access_ttl)
+        notify(conn)
+        return errors.CodeUsed()
     if row.expires_at <= now:
-        return errors.CodeExpired
+        return errors.CodeExpired()
     if row.redirect_uri != redirect_uri:
-        return errors.RedirectUriMismatch
-    return errors.CodeVerifierInvalid  # the only check left: PKCE challenge and verifier disagree
+        return errors.RedirectUriMismatch("redirect_uri must equal the one sent in the authorization request.")
+    if row.code_challenge is None:
+        return errors.CodeVerifierInvalid("This code was issued without a PKCE challenge; send no code_verifier.")
+    return errors.CodeVerifierInvalid()  # the only check left: the verifier does not match the challenge
 
 
 async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row, code: str,
@@ -147,9 +150,9 @@ async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, app
                                    now=now, jti=jti, refresh_token=refresh_token,
                                    refresh_ttl=settings.refresh_token_ttl, access_ttl=settings.access_token_ttl)
     if not isinstance(outcome, _Claimed):
-        if outcome is errors.CodeUsed:
+        if isinstance(outcome, errors.CodeUsed):
             await refresh_checklist(db, clock, tokens.checklist)
-        raise outcome()
+        raise outcome
     access_token = tokens.mint(user_id=outcome.user_id, client_id=app.client_id, scopes=outcome.scopes,
                                grant_id=outcome.grant_id, asu=outcome.asu, jti=jti, now=now)
     return TokenSet(access_token, refresh_token, settings.access_token_ttl, outcome.scopes)
@@ -178,9 +181,3 @@ async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row,
                                asu=row.asu, jti=new_jti(), now=now)
     return TokenSet(access_token, refresh_token, tokens.settings.access_token_ttl, granted)
 
-
-async def refresh_checklist(db: Database, clock: Clock, checklist: CheckList) -> int:
-    """Read what was added to the stored check-list since this process last looked."""
-    rows = await db.read(revocations_repo.since, checklist.cursor, int(clock.now()))
-    checklist.add(Entry(r.id, r.grant_id, r.jti, r.revoked_at, r.expires_at) for r in rows)
-    return len(rows)

@@ -75,10 +75,10 @@ async def login(db: Database, clock: Clock, ttl: int, email: str, password: str)
 async def user_for_token(db: Database, clock: Clock, token: str) -> Row:
     """The user a live `lba_ut_` token belongs to, or TokenInvalid."""
     if not opaque.has_prefix(token, opaque.USER_TOKEN):
-        raise TokenInvalid()
+        raise TokenInvalid("A user token (from POST /api/auth/login) is required.")
     user = await db.read(repo.user_for_token, opaque.digest(token), int(clock.now()))
     if user is None:
-        raise TokenInvalid()
+        raise TokenInvalid("The user token is invalid or expired; log in again.")
     return user
 
 

@@ -17,6 +17,7 @@ import tornado.web
 
 from lbauth import logs
 from lbauth.errors import (
+    FormExpired,
     InternalError,
     LbauthError,
     MethodNotAllowed,
@@ -135,6 +136,8 @@ class BaseHandler(tornado.web.RequestHandler):
             return MethodNotAllowed()
         if status_code == 413:
             return RequestTooLarge()
+        if status_code == 403 and isinstance(exc, tornado.web.HTTPError) and "_xsrf" in (exc.log_message or ""):
+            return FormExpired()
         if 400 <= status_code < 500:
             error = ValidationFailed("The request is malformed.")
             error.status = status_code
@@ -154,10 +157,7 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def allowed_methods(self) -> list[str]:
         base = tornado.web.RequestHandler
-        methods = [m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
-        if "GET" in methods and "HEAD" not in methods:
-            methods.append("HEAD")
-        return methods
+        return [m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
 
     # ---- request parsing --------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ class AccessTokenHandler(BaseHandler):
         """The verified claims (no database read) and then the user they name (one read)."""
         claims = self.services.tokens.check(self.bearer_token())
         if self.required_scope and self.required_scope not in claims["scope"].split():
-            raise ScopeInsufficient()
+            raise ScopeInsufficient(f"This resource needs the {self.required_scope} scope.")
         user = await self.services.db.read(users_repo.by_id, claims["sub"])
         if user is None:
             raise TokenInvalid()

@@ -15,11 +15,13 @@ class AuthorizeExternalHandler(BaseHandler):
         user = await users.user_for_token(s.db, s.clock, self.bearer_token())
         body = self.json_body()
         client_id, redirect_uri, scope = require(body, "clientId", "redirectUri", "scope")
+        if not isinstance(client_id, str) or not isinstance(redirect_uri, str):
+            raise ValidationFailed("clientId and redirectUri must be strings")
         app = await authorize.load_client(s.db, client_id, redirect_uri)
         request = authorize.check_api_request(app, redirect_uri, scope, body.get("state"), body.get("codeChallenge"),
                                               body.get("codeChallengeMethod"))
         code = await authorize.issue_code(s.db, s.clock, request, user.id, s.settings.code_ttl)
-        self.send_data({"code": code, "state": request.state})
+        self.send_data({"code": code, "state": request.state or ""})
 
 
 class TokenHandler(BaseHandler):
@@ -27,9 +29,12 @@ class TokenHandler(BaseHandler):
 
     grant_type: str
 
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_token_response_headers()  # errors too: write_error resets to these defaults
+
     def fields(self, *names: str) -> list[str]:
         self.refuse_credentials_in_query()
-        self.set_token_response_headers()
         form = self.form_body()
         (grant_type,) = require(form, "grant_type")
         if grant_type != self.grant_type:

@@ -7,8 +7,10 @@ import base64
 import binascii
 from urllib.parse import unquote
 
+from sqlalchemy import Row
+
 from lbauth import errors
-from lbauth.core import scopes, tokens
+from lbauth.core import revocation, scopes, tokens
 from lbauth.errors import LbauthError, ValidationFailed
 from lbauth.handlers.base import BaseHandler, require
 
@@ -42,7 +44,6 @@ class RfcHandler(BaseHandler):
     def client_credentials(self, form: dict[str, str]) -> tuple[str, str]:
         """client_secret_basic (RFC 6749 2.3.1: form-encoded id and secret) or client_secret_post."""
         header = self.request.headers.get("Authorization", "")
-        in_body = "client_id" in form or "client_secret" in form
         if header:
             scheme, _, encoded = header.partition(" ")
             if scheme.lower() != "basic":
@@ -59,25 +60,35 @@ class RfcHandler(BaseHandler):
             if form.get("client_id", client_id) != client_id:
                 raise ValidationFailed("client_id in the body differs from the authenticated client.")
             return client_id, secret
-        if not in_body:
-            raise errors.ClientSecretMismatch("Client authentication is required.")
-        client_id, secret = require(form, "client_id", "client_secret")
-        return client_id, secret
+        if not form.get("client_id") or not form.get("client_secret"):
+            raise errors.ClientSecretMismatch("Client authentication is required: client_id and client_secret.")
+        return form["client_id"], form["client_secret"]
 
 
-class OAuthTokenHandler(RfcHandler):
+class ClientAuthenticatedHandler(RfcHandler):
+    """The RFC endpoints that authenticate the client like /oauth/token does."""
+
+    def form(self, *required: str) -> list[str]:
+        self.refuse_credentials_in_query()
+        self.set_token_response_headers()
+        self._form = self.form_body()
+        return require(self._form, *required)
+
+    async def client(self) -> Row:
+        client_id, secret = self.client_credentials(self._form)
+        return await tokens.authenticate_client(self.services.db, client_id, secret)
+
+
+class OAuthTokenHandler(ClientAuthenticatedHandler):
     """POST /oauth/token: authorization_code and refresh_token grants (RFC 6749 4.1.3, 6)."""
 
     async def post(self) -> None:
         s = self.services
-        self.refuse_credentials_in_query()
-        self.set_token_response_headers()
-        form = self.form_body()
-        (grant_type,) = require(form, "grant_type")
+        (grant_type,) = self.form("grant_type")
         if grant_type not in ("authorization_code", "refresh_token"):
             raise errors.GrantTypeInvalid("Supported grant types: authorization_code, refresh_token.")
-        client_id, secret = self.client_credentials(form)
-        app = await tokens.authenticate_client(s.db, client_id, secret)
+        app = await self.client()
+        form = self._form
         if grant_type == "authorization_code":
             code, redirect_uri = require(form, "code", "redirect_uri")
             token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, app=app, code=code,
@@ -89,3 +100,28 @@ class OAuthTokenHandler(RfcHandler):
             token_set = await tokens.refresh(s.db, s.clock, s.tokens, app=app, refresh_token=refresh_token,
                                              scope=scope)
         self.send_json(token_set.rfc6749())
+
+
+
+class OAuthRevokeHandler(ClientAuthenticatedHandler):
+    """POST /oauth/revoke (RFC 7009): 200 whether or not the token was known (2.2)."""
+
+    async def post(self) -> None:
+        (token,) = self.form("token")
+        app = await self.client()
+        s = self.services
+        await revocation.revoke_token(s.db, s.clock, s.checklist, s.keyring.public_keys, app=app, token=token,
+                                      issuer=s.settings.issuer, audience=s.settings.audience,
+                                      access_ttl=s.settings.access_token_ttl)
+        self.finish()
+
+
+class OAuthIntrospectHandler(ClientAuthenticatedHandler):
+    """POST /oauth/introspect (RFC 7662): is this token active, and what does it carry?"""
+
+    async def post(self) -> None:
+        (token,) = self.form("token")
+        app = await self.client()
+        s = self.services
+        self.send_json(await revocation.introspect(s.db, s.clock, s.keyring.public_keys, app=app, token=token,
+                                                   issuer=s.settings.issuer, audience=s.settings.audience))

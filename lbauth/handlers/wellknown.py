@@ -24,6 +24,12 @@ def metadata(settings: Settings) -> dict:
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "revocation_endpoint": f"{base}/oauth/revoke",
+        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "introspection_endpoint": f"{base}/oauth/introspect",
+        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        # lbauth's own: the revocation check-list feed that offline verifiers poll (contract 7, 9)
+        "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
         "code_challenge_methods_supported": ["S256"],
     }
 

@@ -181,6 +181,7 @@ class WebhookEvent(Base):
     payload: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    round_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # since (re)delivery
     last_status: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[int | None] = mapped_column(Time)

@@ -15,6 +15,11 @@ def by_hash(conn: Connection, token_hash: str) -> Row | None:
     return conn.execute(select(refresh_tokens).where(refresh_tokens.c.token_hash == token_hash)).first()
 
 
+def revoke_one(conn: Connection, token_hash: str, now: int) -> None:
+    conn.execute(update(refresh_tokens).where(refresh_tokens.c.token_hash == token_hash,
+                                              refresh_tokens.c.revoked_at.is_(None)).values(revoked_at=now))
+
+
 def revoke_from_code(conn: Connection, code_hash: str, now: int) -> None:
     conn.execute(update(refresh_tokens).where(refresh_tokens.c.code_hash == code_hash,
                                               refresh_tokens.c.revoked_at.is_(None)).values(revoked_at=now))

@@ -1,0 +1,184 @@
+"""The `authorization.revoked` webhook (spec section 6, contract section 10) as a transactional
+outbox: events are written in the same transaction as the change they report, then claimed and
+delivered at least once by every server process's deliverer (lbauth.delivery).
+
+This module decides what to write and what each delivery outcome means; it does no HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from sqlalchemy import Connection, Row
+
+from lbauth.clock import Clock, iso
+from lbauth.core import opaque
+from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
+from lbauth.storage.db import Database
+from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import webhooks as repo
+
+EVENT_TYPE = "authorization.revoked"
+USER_REVOKED = "user_revoked"
+TEST_DELIVERY = "test_delivery"
+STATUSES = ("pending", "delivered", "failed")
+JITTER = 0.1  # each retry delay is drawn from +/- 10% of the schedule's value
+
+
+def payload(event_id: str, app_id: str, asu: str, reason: str, occurred_at: int) -> str:
+    """The exact body sent at every attempt (spec section 6, Payload)."""
+    return json.dumps({"eventId": event_id, "eventType": EVENT_TYPE, "occurredAt": iso(occurred_at),
+                       "appId": app_id, "appScopedUserId": asu, "reason": reason}, separators=(",", ":"))
+
+
+def write_event(conn: Connection, *, app_id: str, asu: str, reason: str, now: int) -> str:
+    """Inside the caller's transaction: the event commits, or not, with the change it reports."""
+    event_id = opaque.new_id("evt_")
+    repo.insert_event(conn, id=event_id, app_id=app_id, event_type=EVENT_TYPE, reason=reason, asu=asu,
+                      payload=payload(event_id, app_id, asu, reason, now), status="pending", attempts=0,
+                      round_attempts=0, next_attempt_at=now, created_at=now)
+    return event_id
+
+
+class Outcome(Enum):
+    DELIVERED = "delivered"
+    RETRY = "retry"  # timeout, connection failure, 3xx, 408, 429, 5xx
+    GONE = "gone"  # 410: the app's webhook is disabled until its owner re-enables it
+    FAILED = "failed"  # any other 4xx, or an address a production webhook may not reach
+
+
+def classify(status: int | None) -> Outcome:
+    """Contract section 10. `status` None: no HTTP answer (timeout, refused, reset)."""
+    if status is None or 300 <= status < 400 or status in (408, 429) or status >= 500:
+        return Outcome.RETRY
+    if 200 <= status < 300:
+        return Outcome.DELIVERED
+    if status == 410:
+        return Outcome.GONE
+    return Outcome.FAILED
+
+
+def retry_delay(schedule: Sequence[int], round_attempts: int, retry_after: int | None,
+                rng: random.Random | None = None) -> int | None:
+    """Seconds until the next attempt, or None when the schedule is spent. Exponential-ish backoff
+    from the schedule, +/-10% jitter so a receiver's recovery is not met by a thundering herd;
+    Retry-After means "not sooner than"."""
+    if round_attempts > len(schedule):
+        return None
+    base = schedule[round_attempts - 1]
+    delay = round(base * (1 + (rng or random).uniform(-JITTER, JITTER)))
+    return max(1, delay, retry_after or 0)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    event_id: str
+    app_id: str
+    client_id: str
+    url: str
+    secret_sealed: str
+    payload: str
+    round_attempts: int
+    attempts: int
+
+
+async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int) -> list[Claimed]:
+    now = int(clock.now())
+    rows = await db.transaction(repo.claim_due, now, now + lease_seconds, limit)
+    return [Claimed(r.id, r.app_id, r.client_id, r.webhook_url, r.webhook_secret_sealed, r.payload,
+                    r.round_attempts, r.attempts) for r in rows]
+
+
+async def record(db: Database, clock: Clock, event: Claimed, *, status: int | None, latency_ms: int,
+                 error: str | None, retry_after: int | None, schedule: Sequence[int], forced: Outcome | None = None,
+                 rng: random.Random | None = None) -> Outcome:
+    """Write the attempt and what follows from it, in one transaction."""
+    now = int(clock.now())
+    outcome = forced or classify(status)
+    round_attempts = event.round_attempts + 1
+    changes: dict = {"attempts": event.attempts + 1, "round_attempts": round_attempts, "last_status": status,
+                     "last_error": error, "lease_until": None}
+    if outcome is Outcome.DELIVERED:
+        changes.update(status="delivered", delivered_at=now, next_attempt_at=None)
+    elif outcome is Outcome.RETRY and (delay := retry_delay(schedule, round_attempts, retry_after, rng)):
+        changes.update(next_attempt_at=now + delay)
+    else:  # refused, gone, or retries spent: it stays visible as failed and can be redelivered
+        changes.update(status="failed", next_attempt_at=None)
+
+    def work(conn: Connection) -> None:
+        repo.record_attempt(conn, event_id=event.event_id, attempted_at=now, status=status, latency_ms=latency_ms,
+                            error=error)
+        repo.update_event(conn, event.event_id, **changes)
+        if outcome is Outcome.GONE:
+            apps_repo.update_app(conn, event.app_id, webhook_disabled_at=now, updated_at=now)
+    await db.transaction(work)
+    return outcome
+
+
+async def release(db: Database, event_id: str) -> None:
+    """Give a claimed event back without an attempt (this process has no room for its app)."""
+    await db.transaction(repo.update_event, event_id, lease_until=None)
+
+
+async def send_test(db: Database, clock: Clock, client_id: str) -> dict:
+    """A test delivery (spec section 6): reason `test_delivery`, an `asu_test_` id that belongs to
+    no user, and no grant touched."""
+    def work(conn: Connection) -> str:
+        app = apps_repo.by_client_id(conn, client_id)
+        if app is None:
+            raise ApplicationNotFound()
+        if not app.webhook_url:
+            raise ValidationFailed("This app has no webhook URL; set one first.")
+        return write_event(conn, app_id=app.id, asu=opaque.new_id("asu_test_"), reason=TEST_DELIVERY,
+                           now=int(clock.now()))
+    return {"eventId": await db.transaction(work)}
+
+
+def view(row: Row) -> dict:
+    """An event as `lbauth webhooks list` and the console show it (contract section 2)."""
+    return {"eventId": row.id, "appId": row.app_id, "clientId": row.client_id, "eventType": row.event_type,
+            "reason": row.reason, "status": row.status, "attempts": row.attempts, "lastStatus": row.last_status,
+            "nextAttemptAt": iso(row.next_attempt_at), "createdAt": iso(row.created_at)}
+
+
+def attempt_view(row: Row) -> dict:
+    return {"attemptedAt": iso(row.attempted_at), "status": row.status, "latencyMs": row.latency_ms,
+            "error": row.error}
+
+
+async def list_events(db: Database, *, client_id: str | None = None, status: str | None = None) -> list[dict]:
+    if status is not None and status not in STATUSES:
+        raise ValidationFailed(f"status must be one of {', '.join(STATUSES)}")
+
+    def work(conn: Connection) -> list[Row]:
+        app_id = None
+        if client_id is not None:
+            app = apps_repo.by_client_id(conn, client_id)
+            if app is None:
+                raise ApplicationNotFound()
+            app_id = app.id
+        return repo.events(conn, app_id=app_id, status=status)
+    return [view(row) for row in await db.read(work)]
+
+
+async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {event_id: [] for event_id in event_ids}
+    for row in await db.read(repo.attempts, event_ids):
+        found[row.event_id].append(attempt_view(row))
+    return found
+
+
+async def redeliver(db: Database, clock: Clock, event_id: str) -> dict:
+    """Queue an event again, now, with a fresh round of the retry schedule (same eventId)."""
+    now = int(clock.now())
+
+    def work(conn: Connection) -> Row:
+        if repo.by_id(conn, event_id) is None:
+            raise NotFound("No such webhook event.")
+        repo.update_event(conn, event_id, status="pending", next_attempt_at=now, round_attempts=0, lease_until=None)
+        return repo.by_id(conn, event_id)
+    return view(await db.transaction(work))

@@ -1,0 +1,176 @@
+"""Webhook delivery (spec section 6, contract section 10): a Tornado periodic callback claims due
+outbox events and POSTs each one, signed afresh, to its app's webhook URL.
+
+- At least once: an event is leased while in flight; if the process dies the lease runs out and
+  another claim picks it up. Concurrent deliverers never hold the same event.
+- Bounded: at most `max_in_flight` deliveries per process and `per_app` per app, so a slow
+  receiver cannot pile up work; deliveries are async I/O and never hold up the API.
+- Redirects are never followed. In production the address a webhook host resolves to is checked
+  when connecting: loopback, private and link-local addresses are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import email.utils
+import logging
+import socket
+import time
+
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.netutil import DefaultLoopResolver, Resolver
+
+from lbauth import logs, webhooks
+from lbauth.core import outbox, urls
+from lbauth.core.apps import webhook_secret_purpose
+from lbauth.core.masterkey import MasterKeyError
+from lbauth.services import Services
+
+log = logging.getLogger("lbauth.webhooks")
+
+MAX_RESPONSE_BYTES = 64 * 1024
+LEASE_MARGIN_SECONDS = 30
+
+
+class ForbiddenAddress(OSError):
+    """The webhook host resolves only to addresses a production server must not call."""
+
+
+class PublicOnlyResolver(Resolver):
+    """Resolves as usual, then drops loopback, private and link-local addresses (SSRF guard).
+    The HTTP client connects to what this returns, so there is no gap between check and use."""
+
+    def initialize(self) -> None:
+        self._resolver = DefaultLoopResolver()
+
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC):
+        addresses = await self._resolver.resolve(host, port, family)
+        allowed = [(fam, addr) for fam, addr in addresses if not urls.is_forbidden_address(addr[0])]
+        if not allowed:
+            raise ForbiddenAddress(f"{host} resolves only to non-public addresses")
+        return allowed
+
+
+def retry_after_seconds(value: str | None, now: float) -> int | None:
+    """Retry-After as delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0, int(when.timestamp() - now))
+
+
+class Deliverer:
+    def __init__(self, services: Services, *, max_in_flight: int = 32, per_app: int = 4) -> None:
+        self.services = services
+        self.max_in_flight = max_in_flight
+        self.per_app = per_app
+        resolver = None if services.settings.development else PublicOnlyResolver()
+        self.http = AsyncHTTPClient(force_instance=True, max_clients=max_in_flight, resolver=resolver,
+                                    max_body_size=MAX_RESPONSE_BYTES)
+        self._tasks: set[asyncio.Task] = set()
+        self._by_app: collections.Counter[str] = collections.Counter()
+        self._claiming = False
+        self._backlog = False  # the last claim filled every free slot: more may be due
+        self.delivered = collections.Counter()  # outcome -> count, for metrics
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def run_once(self) -> int:
+        """Claim what this process has room for and start delivering it; returns how many."""
+        if self._claiming:
+            return 0
+        self._claiming = True
+        try:
+            room = self.max_in_flight - len(self._tasks)
+            if room <= 0:
+                return 0
+            lease = self.services.settings.webhook_timeout + LEASE_MARGIN_SECONDS
+            claimed = await outbox.claim_due(self.services.db, self.services.clock, room, lease)
+            started = 0
+            for event in claimed:
+                if self._by_app[event.app_id] >= self.per_app:
+                    await outbox.release(self.services.db, event.event_id)
+                    continue
+                self._by_app[event.app_id] += 1
+                task = asyncio.ensure_future(self._deliver(event))
+                self._tasks.add(task)
+                task.add_done_callback(self._finished)
+                started += 1
+            self._backlog = len(claimed) == room
+            return started
+        finally:
+            self._claiming = False
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if self._backlog and not self._claiming:  # claim again now rather than at the next tick
+            self._backlog = False
+            asyncio.ensure_future(self._claim_more())
+
+    async def _claim_more(self) -> None:
+        try:
+            await self.run_once()
+        except Exception as exc:  # noqa: BLE001 - the periodic callback tries again
+            log.warning("webhook claim failed: %s", type(exc).__name__)
+
+    async def drain(self) -> None:
+        """Wait for the deliveries under way (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def flush(self) -> None:
+        """Deliver everything due now, including the retries that come due meanwhile (tests, tools)."""
+        while await self.run_once() or self._tasks:
+            await self.drain()
+
+    async def _deliver(self, event: outbox.Claimed) -> None:
+        s = self.services
+        try:
+            status, error, retry_after, latency_ms, forced = await self._post(event)
+            outcome = await outbox.record(s.db, s.clock, event, status=status, latency_ms=latency_ms, error=error,
+                                          retry_after=retry_after, schedule=s.settings.webhook_retry_schedule,
+                                          forced=forced)
+            self.delivered[outcome.value] += 1
+            logs.event(log, "webhook attempt", eventId=event.event_id, clientId=event.client_id, status=status,
+                       outcome=outcome.value, ms=latency_ms, error=error)
+        except Exception:  # noqa: BLE001 - the lease runs out and the event is tried again
+            log.exception("webhook delivery of %s could not be recorded", event.event_id)
+        finally:
+            self._by_app[event.app_id] -= 1
+
+    async def _post(self, event: outbox.Claimed):
+        s = self.services
+        try:
+            secret = s.master_keys.open(event.secret_sealed, webhook_secret_purpose(event.app_id)).decode()
+        except MasterKeyError:
+            return None, "the webhook secret cannot be opened with the configured master keys", None, 0, \
+                outbox.Outcome.FAILED
+        body = event.payload.encode()
+        timestamp = str(int(s.clock.now()))  # signed afresh at every attempt
+        request = HTTPRequest(
+            event.url, method="POST", body=body, follow_redirects=False,
+            connect_timeout=s.settings.webhook_timeout, request_timeout=s.settings.webhook_timeout,
+            headers={"Content-Type": "application/json", "X-Service-Event-Id": event.event_id,
+                     "X-Service-Timestamp": timestamp, "X-Service-Signature": webhooks.sign(secret, timestamp, body),
+                     "User-Agent": "lbauth-webhooks/1"})
+        started = time.monotonic()
+        response = await self.http.fetch(request, raise_error=False)
+        latency_ms = int((time.monotonic() - started) * 1000)
+        if response.code == 599:  # no HTTP answer: timeout, refused, reset, or a forbidden address
+            error = response.error
+            forced = outbox.Outcome.FAILED if isinstance(error, ForbiddenAddress) else None
+            return None, f"{type(error).__name__}: {error}"[:500], None, latency_ms, forced
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"), s.clock.now())
+        return response.code, None, retry_after, latency_ms, None
+
+    def close(self) -> None:
+        self.http.close()
