@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from lbauth import demo, logs
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
-from lbauth.core import apps, keys, users
+from lbauth.core import apps, keys, outbox, users
 from lbauth.core.apps import AppPolicy
 from lbauth.core.masterkey import MasterKeyError, load_master_keys
 from lbauth.errors import LbauthError, ServerUnavailable
@@ -147,6 +147,18 @@ async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Set
                                                                           args.client_id))
 
 
+async def cmd_apps_test_webhook(args: argparse.Namespace, settings: Settings) -> dict:
+    return await _with_db(settings, lambda db: outbox.send_test(db, SystemClock(), args.client_id))
+
+
+async def cmd_webhooks_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await _with_db(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status))
+
+
+async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -> dict:
+    return await _with_db(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
+
+
 async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
     return await _with_db(settings, keys.list_keys)
 
@@ -226,6 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,
                 "issue a new webhook secret; prints it this once")
     p.add_argument("client_id", metavar="CLIENT_ID")
+
+    p = command(a, "test-webhook", cmd_apps_test_webhook,
+                "queue a test delivery (reason test_delivery; no grant is touched); the server sends it")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+
+    w = sub.add_parser("webhooks", help="the webhook outbox").add_subparsers(dest="webhooks_command",
+                                                                              metavar="COMMAND", required=True)
+    p = command(w, "list", cmd_webhooks_list, "list webhook events, newest first")
+    p.add_argument("--app", metavar="CLIENT_ID", help="only this app's events")
+    p.add_argument("--status", choices=outbox.STATUSES)
+    p = command(w, "redeliver", cmd_webhooks_redeliver, "queue an event again, now, with a fresh retry schedule")
+    p.add_argument("event_id", metavar="EVENT_ID")
 
     k = sub.add_parser("keys", help="signing keys").add_subparsers(dest="keys_command", metavar="COMMAND",
                                                                     required=True)

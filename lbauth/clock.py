@@ -5,6 +5,7 @@ Tests pass a `FrozenClock` and move it forward instead of sleeping.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -14,10 +15,16 @@ class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the Unix epoch."""
 
+    async def sleep(self, seconds: float) -> None:
+        """Let `seconds` pass."""
+
 
 class SystemClock:
     def now(self) -> float:
         return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class FrozenClock:
@@ -28,6 +35,11 @@ class FrozenClock:
 
     def now(self) -> float:
         return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """Time passes at once: a frozen clock never makes a test wait."""
+        self.advance(seconds)
+        await asyncio.sleep(0)
 
     def advance(self, seconds: float) -> None:
         self._now += seconds

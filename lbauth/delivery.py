@@ -29,8 +29,11 @@ from lbauth.services import Services
 
 log = logging.getLogger("lbauth.webhooks")
 
-MAX_RESPONSE_BYTES = 64 * 1024
-LEASE_MARGIN_SECONDS = 30
+
+def lease_seconds(timeout: int) -> int:
+    """How long a claimed event is ours: the attempt's timeout twice over (connect, then answer),
+    plus time to record the outcome. A process that dies holding it delays the event this long."""
+    return 2 * timeout + 5
 
 
 class ForbiddenAddress(OSError):
@@ -50,6 +53,10 @@ class PublicOnlyResolver(Resolver):
         if not allowed:
             raise ForbiddenAddress(f"{host} resolves only to non-public addresses")
         return allowed
+
+
+def _discard(chunk: bytes) -> None:
+    """The receiver's body is not read."""
 
 
 def retry_after_seconds(value: str | None, now: float) -> int | None:
@@ -72,11 +79,10 @@ class Deliverer:
         self.max_in_flight = max_in_flight
         self.per_app = per_app
         resolver = None if services.settings.development else PublicOnlyResolver()
-        self.http = AsyncHTTPClient(force_instance=True, max_clients=max_in_flight, resolver=resolver,
-                                    max_body_size=MAX_RESPONSE_BYTES)
+        self.http = AsyncHTTPClient(force_instance=True, max_clients=max_in_flight, resolver=resolver)
         self._tasks: set[asyncio.Task] = set()
         self._by_app: collections.Counter[str] = collections.Counter()
-        self._claiming = False
+        self._claim_lock = asyncio.Lock()  # one claim at a time per process
         self._backlog = False  # the last claim filled every free slot: more may be due
         self.delivered = collections.Counter()  # outcome -> count, for metrics
 
@@ -86,15 +92,12 @@ class Deliverer:
 
     async def run_once(self) -> int:
         """Claim what this process has room for and start delivering it; returns how many."""
-        if self._claiming:
-            return 0
-        self._claiming = True
-        try:
+        async with self._claim_lock:
             room = self.max_in_flight - len(self._tasks)
             if room <= 0:
                 return 0
-            lease = self.services.settings.webhook_timeout + LEASE_MARGIN_SECONDS
-            claimed = await outbox.claim_due(self.services.db, self.services.clock, room, lease)
+            claimed = await outbox.claim_due(self.services.db, self.services.clock, room,
+                                             lease_seconds(self.services.settings.webhook_timeout))
             started = 0
             for event in claimed:
                 if self._by_app[event.app_id] >= self.per_app:
@@ -107,12 +110,10 @@ class Deliverer:
                 started += 1
             self._backlog = len(claimed) == room
             return started
-        finally:
-            self._claiming = False
 
     def _finished(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if self._backlog and not self._claiming:  # claim again now rather than at the next tick
+        if self._backlog and not self._claim_lock.locked():  # claim again now, not at the next tick
             self._backlog = False
             asyncio.ensure_future(self._claim_more())
 
@@ -159,14 +160,18 @@ class Deliverer:
         request = HTTPRequest(
             event.url, method="POST", body=body, follow_redirects=False,
             connect_timeout=s.settings.webhook_timeout, request_timeout=s.settings.webhook_timeout,
+            streaming_callback=_discard,  # only the status matters; a large answer is not an error
             headers={"Content-Type": "application/json", "X-Service-Event-Id": event.event_id,
                      "X-Service-Timestamp": timestamp, "X-Service-Signature": webhooks.sign(secret, timestamp, body),
                      "User-Agent": "lbauth-webhooks/1"})
         started = time.monotonic()
-        response = await self.http.fetch(request, raise_error=False)
+        try:
+            response = await self.http.fetch(request, raise_error=False)
+            error = response.error if response.code == 599 else None
+        except Exception as exc:  # noqa: BLE001 - timeouts and refused connections raise even so
+            response, error = None, exc
         latency_ms = int((time.monotonic() - started) * 1000)
-        if response.code == 599:  # no HTTP answer: timeout, refused, reset, or a forbidden address
-            error = response.error
+        if response is None or error is not None:  # no HTTP answer: timeout, refused, reset, forbidden address
             forced = outbox.Outcome.FAILED if isinstance(error, ForbiddenAddress) else None
             return None, f"{type(error).__name__}: {error}"[:500], None, latency_ms, forced
         retry_after = retry_after_seconds(response.headers.get("Retry-After"), s.clock.now())

@@ -77,7 +77,8 @@ RefreshTokenRevoked = _error("RefreshTokenRevoked", 400, "oauth2.refresh_token.r
                              "The refresh token has been revoked.")
 
 # Bearer-protected endpoints (spec 5, RFC 6750)
-TokenMissing = _error("TokenMissing", 401, "oauth2.token.missing", "An access token is required.")
+TokenMissing = _error("TokenMissing", 401, "oauth2.token.missing",
+                      "A bearer token is required (Authorization: Bearer <token>).")
 TokenInvalid = _error("TokenInvalid", 401, "oauth2.token.invalid", "The access token is invalid.")
 TokenExpired = _error("TokenExpired", 401, "oauth2.token.expired", "The access token has expired.")
 TokenRevoked = _error("TokenRevoked", 401, "oauth2.token.revoked", "The access token has been revoked.")

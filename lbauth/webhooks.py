@@ -34,14 +34,16 @@ def verify_signature(secret: str, timestamp: str, raw_body: bytes, signature: st
     """Raise InvalidSignature unless `signature` is right for this body and timestamp, and the
     timestamp is within `tolerance` seconds of `now` (spec section 6, receiver steps 1 and 2).
     Compare the raw body as received: re-serialized JSON does not verify."""
-    if not isinstance(timestamp, str) or not timestamp.isdigit():
+    if not isinstance(timestamp, str) or not (timestamp.isascii() and timestamp.isdigit()):
         raise InvalidSignature("X-Service-Timestamp is missing or not a Unix time in seconds")
     if not isinstance(signature, str) or not signature:
         raise InvalidSignature("X-Service-Signature is missing")
+    if not signature.isascii():
+        raise InvalidSignature("signature does not match")
     if not isinstance(raw_body, bytes | bytearray):
         raise InvalidSignature("raw_body must be the request body as bytes, exactly as received")
     expected = sign(secret, timestamp, bytes(raw_body))
-    if not hmac.compare_digest(expected, signature.strip().lower()):
+    if not hmac.compare_digest(expected.encode(), signature.strip().lower().encode()):
         raise InvalidSignature("signature does not match")
     current = time.time() if now is None else now
     if abs(current - int(timestamp)) > tolerance:

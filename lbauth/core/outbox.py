@@ -27,6 +27,7 @@ USER_REVOKED = "user_revoked"
 TEST_DELIVERY = "test_delivery"
 STATUSES = ("pending", "delivered", "failed")
 JITTER = 0.1  # each retry delay is drawn from +/- 10% of the schedule's value
+MAX_RETRY_AFTER = 86400  # a receiver may ask for a pause, not park an event for years
 
 
 def payload(event_id: str, app_id: str, asu: str, reason: str, occurred_at: int) -> str:
@@ -35,12 +36,16 @@ def payload(event_id: str, app_id: str, asu: str, reason: str, occurred_at: int)
                        "appId": app_id, "appScopedUserId": asu, "reason": reason}, separators=(",", ":"))
 
 
-def write_event(conn: Connection, *, app_id: str, asu: str, reason: str, now: int) -> str:
-    """Inside the caller's transaction: the event commits, or not, with the change it reports."""
+def write_event(conn: Connection, *, app_id: str, asu: str, reason: str, now: int, deliverable: bool = True) -> str:
+    """Inside the caller's transaction: the event commits, or not, with the change it reports. An
+    app with no webhook URL gets the event recorded as failed: visible, and redeliverable once
+    it has a URL, rather than pending for ever."""
     event_id = opaque.new_id("evt_")
+    state = dict(status="pending", next_attempt_at=now, last_error=None) if deliverable else \
+        dict(status="failed", next_attempt_at=None, last_error="the app has no webhook URL")
     repo.insert_event(conn, id=event_id, app_id=app_id, event_type=EVENT_TYPE, reason=reason, asu=asu,
-                      payload=payload(event_id, app_id, asu, reason, now), status="pending", attempts=0,
-                      round_attempts=0, next_attempt_at=now, created_at=now)
+                      payload=payload(event_id, app_id, asu, reason, now), attempts=0, round_attempts=0,
+                      created_at=now, **state)
     return event_id
 
 
@@ -71,7 +76,7 @@ def retry_delay(schedule: Sequence[int], round_attempts: int, retry_after: int |
         return None
     base = schedule[round_attempts - 1]
     delay = round(base * (1 + (rng or random).uniform(-JITTER, JITTER)))
-    return max(1, delay, retry_after or 0)
+    return max(1, delay, min(retry_after or 0, MAX_RETRY_AFTER))
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,12 @@ from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import revocations as repo
 from lbauth.storage.repo import tokens as tokens_repo
-from lbauth.verify import TokenError, decode_access_token
+from lbauth.verify import MAX_LEEWAY, TokenError, decode_access_token
 
 NOTIFY_CHANNEL = "lbauth_revocations"
+# An entry outlives the tokens it covers by the most clock leeway a verifier may allow (60 s), so
+# no revoked token passes an offline check in that margin.
+KEEP_PAST_EXPIRY = MAX_LEEWAY
 POLL_AFTER_SECONDS = 5
 
 
@@ -55,6 +58,10 @@ class CheckList:
             return True
         entry = self._grants.get(grant_id) if grant_id is not None else None
         return entry is not None and issued_at <= entry[0]
+
+    def grant_revoked_at(self, grant_id: str) -> int | None:
+        entry = self._grants.get(grant_id)
+        return entry[0] if entry else None
 
     def add(self, entries: Iterable[Entry]) -> None:
         for entry in entries:
@@ -114,8 +121,9 @@ async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList,
             raise errors.AuthorizationNotFound()
         tokens_repo.revoke_for_grant(conn, grant.id, now)
         codes_repo.revoke_for_grant(conn, grant.id, now)
-        repo.insert_revocation(conn, grant_id=grant.id, revoked_at=now, expires_at=now + access_ttl)
-        event_id = outbox.write_event(conn, app_id=app.id, asu=grant.asu, reason=outbox.USER_REVOKED, now=now)
+        repo.insert_revocation(conn, grant_id=grant.id, revoked_at=now, expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
+        event_id = outbox.write_event(conn, app_id=app.id, asu=grant.asu, reason=outbox.USER_REVOKED, now=now,
+                                      deliverable=app.webhook_url is not None)
         notify(conn)
         return {"clientId": client_id, "revokedAt": iso(now), "eventId": event_id}
     result = await db.transaction(work)
@@ -138,12 +146,14 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
             if row is None or row.app_id != app.id or row.revoked_at is not None:
                 return False
             tokens_repo.revoke_one(conn, row.token_hash, now)
-            repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now, expires_at=now + access_ttl)
+            repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
+                                   expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
         else:
             claims = _claims(token, keys, issuer, audience, now)
             if claims is None or claims["client_id"] != app.client_id:
                 return False
-            repo.insert_revocation(conn, jti=claims["jti"], revoked_at=now, expires_at=int(claims["exp"]))
+            repo.insert_revocation(conn, jti=claims["jti"], revoked_at=now,
+                                   expires_at=int(claims["exp"]) + KEEP_PAST_EXPIRY)
         notify(conn)
         return True
     if await db.transaction(work):

@@ -17,7 +17,7 @@ from lbauth import errors
 from lbauth.clock import Clock
 from lbauth.core import opaque
 from lbauth.core.keys import KeyRing
-from lbauth.core.revocation import CheckList, notify, refresh_checklist
+from lbauth.core.revocation import KEEP_PAST_EXPIRY, CheckList, notify, refresh_checklist
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo
@@ -52,6 +52,15 @@ class AccessTokens:
 
     def __init__(self, settings: Settings, clock: Clock, keyring: Callable[[], KeyRing], checklist: CheckList) -> None:
         self.settings, self.clock, self._keyring, self.checklist = settings, clock, keyring, checklist
+
+    async def issue_time(self, grant_id: str) -> int:
+        """Now, in whole seconds, but past any revocation of this grant: a grant entry on the
+        check-list refuses the grant's tokens with `iat <= revokedAt`, so a token minted in the same
+        second as a revocation (RFC 7009, a replayed code) waits for the next second."""
+        revoked_at = self.checklist.grant_revoked_at(grant_id)
+        if revoked_at is not None and self.clock.now() < revoked_at + 1:
+            await self.clock.sleep(revoked_at + 1 - self.clock.now())
+        return int(self.clock.now())
 
     def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
              jti: str, now: int) -> str:
@@ -126,7 +135,8 @@ def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifie
         # The first redemption's refresh token, and every access token of the grant issued so far
         # (the first one and any refreshed from it): a replayed code means the code leaked.
         tokens_repo.revoke_from_code(conn, code_hash, now)
-        revocations_repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now, expires_at=now + access_ttl)
+        revocations_repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
+                                           expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
         notify(conn)
         return errors.CodeUsed()
     if row.expires_at <= now:
@@ -154,7 +164,8 @@ async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, app
             await refresh_checklist(db, clock, tokens.checklist)
         raise outcome
     access_token = tokens.mint(user_id=outcome.user_id, client_id=app.client_id, scopes=outcome.scopes,
-                               grant_id=outcome.grant_id, asu=outcome.asu, jti=jti, now=now)
+                               grant_id=outcome.grant_id, asu=outcome.asu, jti=jti,
+                               now=await tokens.issue_time(outcome.grant_id))
     return TokenSet(access_token, refresh_token, settings.access_token_ttl, outcome.scopes)
 
 
@@ -178,6 +189,6 @@ async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row,
             raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
         granted = scope
     access_token = tokens.mint(user_id=row.user_id, client_id=app.client_id, scopes=granted, grant_id=row.grant_id,
-                               asu=row.asu, jti=new_jti(), now=now)
+                               asu=row.asu, jti=new_jti(), now=await tokens.issue_time(row.grant_id))
     return TokenSet(access_token, refresh_token, tokens.settings.access_token_ttl, granted)
 

@@ -113,6 +113,7 @@ class OAuthRevokeHandler(ClientAuthenticatedHandler):
         await revocation.revoke_token(s.db, s.clock, s.checklist, s.keyring.public_keys, app=app, token=token,
                                       issuer=s.settings.issuer, audience=s.settings.audience,
                                       access_ttl=s.settings.access_token_ttl)
+        self.clear_header("Content-Type")  # RFC 7009 2.2: the body is empty
         self.finish()
 
 

@@ -1,0 +1,66 @@
+"""lbauth servers as real child processes (`python -m lbauth serve`), for tests that need more
+than one process, or a SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.client import Client
+from tests.conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    def __init__(self, database_url: str, data_dir: Path, **settings: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
+        self.env.update(LBAUTH_DATABASE_URL=database_url, LBAUTH_DATA_DIR=str(data_dir), LBAUTH_PORT=str(self.port),
+                        LBAUTH_ENV="development", LBAUTH_RATE_LIMITS="off", LBAUTH_LOG_LEVEL="WARNING",
+                        **{f"LBAUTH_{k.upper()}": v for k, v in settings.items()})
+        self.proc: subprocess.Popen | None = None
+        self.client = Client(self.url)
+        self.log = data_dir / f"server-{self.port}.log"
+
+    async def start(self, timeout: float = 30) -> ServerProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "lbauth", "serve"], cwd=ROOT, env=self.env,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                if (await self.client.get("/healthz", timeout=2)).status == 200:
+                    return self
+            except OSError:
+                pass
+            await asyncio.sleep(0.1)
+        raise AssertionError("server did not become healthy")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.client.close()
