@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint clean
+.PHONY: run test install lint clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,3 +40,8 @@ lint: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+
+## bench: the benchmarks (tools/bench.py); writes bench-results.json. BENCH_ARGS=--quick for a short run.
+BENCH_ARGS ?=
+bench: $(VENV)/.installed-test
+	$(BIN)/python tools/bench.py $(BENCH_ARGS)

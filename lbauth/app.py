@@ -52,11 +52,17 @@ def make_app(services: Services) -> tornado.web.Application:
         default_handler_class=NotFoundHandler,
         default_handler_args=deps,
         log_function=_log_request,
-        cookie_secret=services.master_keys.derive("cookie signing").hex(),
+        **cookie_settings(services),
         xsrf_cookie_kwargs={"httponly": True, "samesite": "Strict", "secure": secure},
         static_path=str(pages.resource_dir("static")),
         templates=pages.make_templates(),
     )
+
+
+def cookie_settings(services: Services) -> dict:
+    """Signed cookies under every master key, signing with the first (see MasterKeys.versioned)."""
+    secrets_by_version, version = services.master_keys.versioned("cookie signing")
+    return {"cookie_secret": secrets_by_version, "key_version": version}
 
 
 def _log_request(handler: tornado.web.RequestHandler) -> None:

@@ -20,6 +20,7 @@ from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
 from lbauth.core import apps, keys, outbox, users
 from lbauth.core.apps import AppPolicy
+from lbauth.core.keys import RotationRefused
 from lbauth.core.masterkey import MasterKeyError, load_master_keys
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.logs import redact
@@ -73,7 +74,7 @@ async def _database(settings: Settings) -> Database:
     return await open_database(settings)
 
 
-async def _with_db(settings: Settings, work: Callable[[Database], Awaitable[Any]]) -> Any:
+async def with_database(settings: Settings, work: Callable[[Database], Awaitable[Any]]) -> Any:
     db = await _database(settings)
     try:
         return await work(db)
@@ -98,7 +99,7 @@ async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
 
 
 async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict:
-    return await _with_db(settings, lambda db: users.create_user(
+    return await with_database(settings, lambda db: users.create_user(
         db, SystemClock(), email=args.email, name=args.name, password=args.password, avatar=args.avatar or "",
         bio=args.bio or "", interest_tags=args.interest_tag or ()))
 
@@ -107,7 +108,7 @@ async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         session = await users.login(db, SystemClock(), settings.user_token_ttl, args.email, args.password)
         return {"token": session.token, "expiresIn": session.expires_in}
-    return await _with_db(settings, work)
+    return await with_database(settings, work)
 
 
 def _policy(settings: Settings) -> AppPolicy:
@@ -116,56 +117,56 @@ def _policy(settings: Settings) -> AppPolicy:
 
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
     master = load_master_keys(settings)
-    return await _with_db(settings, lambda db: apps.create_app(
+    return await with_database(settings, lambda db: apps.create_app(
         db, SystemClock(), master, _policy(settings), name=args.name, owner_email=args.owner,
         redirect_uris=args.redirect_uri, allowed_scopes=args.scope, webhook_url=args.webhook_url))
 
 
 async def cmd_apps_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await _with_db(settings, apps.list_apps)
+    return await with_database(settings, apps.list_apps)
 
 
 async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         return apps.view(await apps.get_app(db, args.client_id))
-    return await _with_db(settings, work)
+    return await with_database(settings, work)
 
 
 async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
-    return await _with_db(settings, lambda db: apps.update_app(
+    return await with_database(settings, lambda db: apps.update_app(
         db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
         allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook))
 
 
 async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
-    return await _with_db(settings, lambda db: apps.rotate_client_secret(db, SystemClock(), args.client_id))
+    return await with_database(settings, lambda db: apps.rotate_client_secret(db, SystemClock(), args.client_id))
 
 
 async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
     master = load_master_keys(settings)
-    return await _with_db(settings, lambda db: apps.rotate_webhook_secret(db, SystemClock(), master,
+    return await with_database(settings, lambda db: apps.rotate_webhook_secret(db, SystemClock(), master,
                                                                           args.client_id))
 
 
 async def cmd_apps_test_webhook(args: argparse.Namespace, settings: Settings) -> dict:
-    return await _with_db(settings, lambda db: outbox.send_test(db, SystemClock(), args.client_id))
+    return await with_database(settings, lambda db: outbox.send_test(db, SystemClock(), args.client_id))
 
 
 async def cmd_webhooks_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await _with_db(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status))
+    return await with_database(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status))
 
 
 async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -> dict:
-    return await _with_db(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
+    return await with_database(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
 
 
 async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await _with_db(settings, keys.list_keys)
+    return await with_database(settings, keys.list_keys)
 
 
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> dict | None:
     master = load_master_keys(settings)
-    result = await _with_db(settings, lambda db: demo.ensure_demo(db, SystemClock(), master, settings))
+    result = await with_database(settings, lambda db: demo.ensure_demo(db, SystemClock(), master, settings))
     if args.json:
         return result
     print(demo.describe(result))
@@ -173,6 +174,11 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> dict | None:
 
 
 # ---- the parser ----------------------------------------------------------------------------------
+
+def settings_parser() -> argparse.ArgumentParser:
+    """The settings flags and --json, for every command (tools/ use it too)."""
+    return _settings_flags()
+
 
 def _settings_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
@@ -275,29 +281,36 @@ def _cause(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return run(args, prog="lbauth", log_level=None if args.command == "serve" else "WARNING")
+
+
+def run(args: argparse.Namespace, *, prog: str, log_level: str | None = "WARNING") -> int:
+    """Load settings, run `args.handler(args, settings)`, print its result; every failure is one
+    line on standard error and an exit status (2: settings, 1: the rest). Used by the maintainers'
+    scripts in tools/ as well."""
     try:
         settings = _settings_from(args)
     except SettingsError as exc:
-        print(f"lbauth: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    logs.setup(settings.log_level if args.command == "serve" else "WARNING")
+    logs.setup(log_level or settings.log_level)
     try:
         result = asyncio.run(args.handler(args, settings))
     except SettingsError as exc:
-        print(f"lbauth: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     except ServerUnavailable as exc:
-        print(f"lbauth: cannot reach the database {_shown_url(settings.database_url)}: "
+        print(f"{prog}: cannot reach the database {_shown_url(settings.database_url)}: "
               f"{_cause(exc)}", file=sys.stderr)
         return 1
     except LbauthError as exc:
-        print(f"lbauth: {exc.message}", file=sys.stderr)
+        print(f"{prog}: {exc.message}", file=sys.stderr)
         return 1
-    except (migrate.SchemaOutOfDate, MasterKeyError, CommandError) as exc:
-        print(f"lbauth: {exc}", file=sys.stderr)
+    except (migrate.SchemaOutOfDate, MasterKeyError, CommandError, RotationRefused) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"lbauth: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{prog}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import tornado.httpserver
@@ -14,7 +15,7 @@ import tornado.netutil
 from tornado.ioloop import PeriodicCallback
 
 from lbauth import logs
-from lbauth.app import make_app
+from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
 from lbauth.core import revocation
 from lbauth.core.keys import ensure_active_key, load_keyring
@@ -73,6 +74,7 @@ class RunningServer:
     http_server: tornado.httpserver.HTTPServer
     port: int
     deliverer: Deliverer
+    reload_keys: Callable[[], Awaitable[None]]
     listener: Listener | None = None
     periodic: list[PeriodicCallback] = field(default_factory=list)
 
@@ -94,15 +96,25 @@ class RunningServer:
 async def start(settings: Settings, *, clock: Clock | None = None,
                 sockets: list[socket.socket] | None = None) -> RunningServer:
     services = await build_services(settings, clock)
-    server = tornado.httpserver.HTTPServer(make_app(services), max_body_size=settings.max_body_bytes,
+    app = make_app(services)
+    server = tornado.httpserver.HTTPServer(app, max_body_size=settings.max_body_bytes,
                                            idle_connection_timeout=60, body_timeout=30)
     if sockets is None:
         sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]
+
+    async def reload_keys() -> None:
+        """Master keys from their file, then the signing key ring: rotations need no restart."""
+        if services.reload_master_keys():
+            app.settings.update(cookie_settings(services))
+            log.info("master keys reloaded: %s", ", ".join(services.master_keys.ids))
+        await services.reload_keys()
+
     deliverer = Deliverer(services)
-    running = RunningServer(services, server, port, deliverer)
-    running.periodic.append(PeriodicCallback(_guarded(services.reload_keys), KEY_RELOAD_SECONDS * 1000))
+    running = RunningServer(services, server, port, deliverer, reload_keys)
+
+    running.periodic.append(PeriodicCallback(_guarded(reload_keys), KEY_RELOAD_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(deliverer.run_once), WEBHOOK_FLUSH_MS))
     if not settings.is_sqlite:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from lbauth.clock import Clock
 from lbauth.core.apps import AppPolicy
 from lbauth.core.keys import KeyRing, load_keyring
-from lbauth.core.masterkey import MasterKeys
+from lbauth.core.masterkey import MasterKeys, load_master_keys
 from lbauth.core.revocation import CheckList, refresh_checklist
 from lbauth.core.tokens import AccessTokens
 from lbauth.settings import Settings
@@ -37,6 +37,17 @@ class Services:
         added = await refresh_checklist(self.db, self.clock, self.checklist)
         self.checklist.prune(self.clock.now())
         return added
+
+    def reload_master_keys(self) -> bool:
+        """Re-read the master key file (a rotation adds, promotes and retires keys there); True if
+        it changed. Keys given in LBAUTH_MASTER_KEY change only with a restart."""
+        if self.settings.master_key:
+            return False
+        keys = load_master_keys(self.settings)
+        changed = keys.ids != self.master_keys.ids
+        if changed:
+            self.master_keys = keys
+        return changed
 
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""

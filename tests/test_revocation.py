@@ -19,6 +19,7 @@ from tests.conftest import START_TIME, run_cli
 from tests.flow_helpers import Setup, code_for, exchange, full_setup, refresh, tokens_for
 
 ACCESS_TTL = 7200
+VERIFIER_LEEWAY = 60  # entries outlive the tokens they cover by the most leeway a verifier may use
 REFRESH_TTL = 2592000
 INVALID_TOKEN = 'Bearer error="invalid_token"'
 AUTHORIZATION_FIELDS = {"appId", "clientId", "appName", "scopes", "grantedAt"}
@@ -333,7 +334,8 @@ async def test_feed_lists_a_revoked_grant_without_credentials(server):
     r = await feed(server)
     assert r.status == 200, r.text
     (item,) = r.data["items"]
-    assert item == {"grantId": gid, "revokedAt": revoked_at, "expiresAt": iso(START_TIME + 30 + ACCESS_TTL)}
+    assert item == {"grantId": gid, "revokedAt": revoked_at,
+                    "expiresAt": iso(START_TIME + 30 + ACCESS_TTL + VERIFIER_LEEWAY)}
     assert revoked_at == iso(START_TIME + 30)
 
 
@@ -344,7 +346,8 @@ async def test_feed_lists_a_revoked_access_token_by_jti_until_its_expiry(server)
     server.clock.advance(100)
     assert_revoke_ok(await revoke_token(server, s, access))
     (item,) = (await feed(server)).data["items"]
-    assert item == {"jti": claims["jti"], "revokedAt": iso(START_TIME + 100), "expiresAt": iso(claims["exp"])}
+    assert item == {"jti": claims["jti"], "revokedAt": iso(START_TIME + 100),
+                    "expiresAt": iso(claims["exp"] + VERIFIER_LEEWAY)}
 
 
 async def test_feed_since_the_returned_cursor_gives_only_later_entries(server):
@@ -397,7 +400,7 @@ async def test_feed_entries_expire_with_the_longest_lived_access_token(server):
     assert (await revoke_app(server, s.token, s.client_id)).status == 200
     (item,) = (await feed(server)).data["items"]
     expires_at = parse_iso(item["expiresAt"])
-    assert expires_at == parse_iso(item["revokedAt"]) + ACCESS_TTL
+    assert expires_at == parse_iso(item["revokedAt"]) + ACCESS_TTL + VERIFIER_LEEWAY
 
     server.clock.advance(expires_at - START_TIME - 1)
     assert len((await feed(server)).data["items"]) == 1

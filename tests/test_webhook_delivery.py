@@ -88,8 +88,8 @@ async def test_delivery_is_signed_and_shaped_as_the_spec_says(srv, receiver):
     Answer(302, {"Location": "/elsewhere"}), Answer(301, {"Location": "/elsewhere"}),
 ], ids=["503", "500", "429", "408", "302", "301"])
 async def test_retried_answers_come_again_signed_afresh(srv, receiver, answer):
-    setup, _, event_id = await revoke(srv, receiver)
     receiver.answer(answer)
+    setup, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     assert len(receiver.at("/hook")) == 1 and (await event(srv, event_id))["status"] == "pending"
     srv.clock.advance(SCHEDULE[0] * 1.1 + 1)  # past the first delay and its jitter
@@ -106,8 +106,8 @@ async def test_retried_answers_come_again_signed_afresh(srv, receiver, answer):
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 async def test_other_4xx_stop_that_event(srv, receiver, status):
-    _, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(status))
+    _, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     srv.clock.advance(sum(SCHEDULE) * 2)
     await deliver(srv)
@@ -117,8 +117,8 @@ async def test_other_4xx_stop_that_event(srv, receiver, status):
 
 
 async def test_410_disables_the_webhook_until_it_is_enabled(srv, receiver, tmp_path, database_url):
-    setup, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(410))
+    setup, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     assert (await event(srv, event_id))["status"] == "failed"
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
@@ -139,8 +139,8 @@ async def test_410_disables_the_webhook_until_it_is_enabled(srv, receiver, tmp_p
 
 
 async def test_retry_after_means_not_sooner_than(srv, receiver):
-    _, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(503, {"Retry-After": "120"}))
+    _, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     srv.clock.advance(60)  # past the schedule's 10 s, not past Retry-After
     await deliver(srv)
@@ -151,8 +151,8 @@ async def test_retry_after_means_not_sooner_than(srv, receiver):
 
 
 async def test_timeout_is_retried(srv, receiver):
-    _, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(200, delay=3))  # longer than the 1 s attempt timeout
+    _, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     pending = await event(srv, event_id)
     assert pending["status"] == "pending" and pending["lastStatus"] is None
@@ -204,8 +204,8 @@ async def test_a_test_delivery_touches_no_grant(srv, receiver, tmp_path, databas
 
 
 async def test_webhooks_list_and_redeliver_on_the_command_line(srv, receiver, tmp_path, database_url):
-    setup, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(400))
+    setup, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
     listed = json.loads(run_cli("webhooks", "list", "--app", setup.client_id, "--status", "failed", "--json",
@@ -261,8 +261,8 @@ def test_verify_signature_helper_for_receivers():
 
 
 async def test_a_large_answer_is_still_a_delivery(srv, receiver):
-    _, _, event_id = await revoke(srv, receiver)
     receiver.answer(Answer(200, body=b"x" * (1024 * 1024)))  # the body is not read
+    _, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     assert len(receiver.received) == 1 and (await event(srv, event_id))["status"] == "delivered"
 

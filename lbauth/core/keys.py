@@ -53,7 +53,7 @@ def public_jwk(alg: str, public_key: Any) -> dict[str, Any]:
     return {**jwk, "kid": thumbprint(jwk), "alg": alg, "use": "sig"}
 
 
-def _purpose(kid: str) -> str:
+def signing_key_purpose(kid: str) -> str:
     return f"signing_key:{kid}"
 
 
@@ -79,7 +79,7 @@ class KeyRing:
         for row in rows:
             public_keys[row.kid] = (row.alg, _JWK_CODEC[row.alg].from_jwk(row.public_jwk))
             if row.state == "active":
-                pem = master_keys.open(row.private_key_sealed, _purpose(row.kid))
+                pem = master_keys.open(row.private_key_sealed, signing_key_purpose(row.kid))
                 signer = Signer(row.kid, row.alg, serialization.load_pem_private_key(pem, password=None))
         jwks = {"keys": [dict(row.public_jwk) for row in rows]}
         return cls(signer, public_keys, jwks, tuple((row.kid, row.state) for row in rows))
@@ -91,7 +91,7 @@ def _new_key_row(alg: str, state: str, master_keys: MasterKeys, now: int) -> dic
     pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
     return dict(kid=jwk["kid"], alg=alg, state=state, public_jwk=jwk,
-                private_key_sealed=master_keys.seal(pem, _purpose(jwk["kid"])), created_at=now,
+                private_key_sealed=master_keys.seal(pem, signing_key_purpose(jwk["kid"])), created_at=now,
                 activated_at=now if state == "active" else None)
 
 
@@ -128,3 +128,98 @@ def key_view(row: Row) -> dict[str, Any]:
 
 async def list_keys(db: Database) -> list[dict[str, Any]]:
     return [key_view(row) for row in await db.read(repo.all_keys)]
+
+
+# ---- rotation (contract section 8; tools/rotate_signing_key.py) -------------------------------------------
+
+# Verifiers may cache the JWKS this long (its Cache-Control max-age, and lbauth.verify's default
+# refresh), and server processes reload keys every few seconds: a staged key must have been
+# published this long before it may sign.
+DEFAULT_GRACE_SECONDS = 900
+SERVER_RELOAD_SECONDS = 5  # lbauth.server.KEY_RELOAD_SECONDS: a process may sign with the old key this long
+VERIFIER_MAX_LEEWAY = 60
+
+
+class RotationRefused(Exception):
+    """A rotation step would make a valid token fail; the message says why and what to do."""
+
+
+async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> dict[str, Any]:
+    """Step 1: a new key, published in the JWKS but not signing yet."""
+    row = _new_key_row(alg, "staged", master_keys, int(clock.now()))
+
+    def work(conn) -> None:
+        if any(r.state == "staged" for r in repo.published(conn)):
+            raise RotationRefused("a key is already staged; promote it or retire it first")
+        repo.insert_key(conn, **row)
+    await db.transaction(work)
+    return {"kid": row["kid"], "alg": alg, "state": "staged", "createdAt": iso(row["created_at"])}
+
+
+async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, grace: int = DEFAULT_GRACE_SECONDS,
+                      force: bool = False) -> dict[str, Any]:
+    """Step 2: the staged key (or, to roll back, a retiring one) starts signing; the active key
+    becomes `retiring`: still published, so every token it signed keeps verifying."""
+    now = int(clock.now())
+
+    def work(conn) -> dict[str, Any]:
+        keys = {r.kid: r for r in repo.all_keys(conn)}
+        target = keys.get(kid) if kid else next((r for r in keys.values() if r.state == "staged"), None)
+        if target is None or target.state not in ("staged", "retiring"):
+            raise RotationRefused("no staged key to promote (stage one first)" if not kid
+                                  else f"key {kid} is not staged or retiring")
+        published_for = now - target.created_at
+        if target.state == "staged" and published_for < grace and not force:
+            raise RotationRefused(
+                f"key {target.kid} has been published for {published_for} s; verifiers may still hold a JWKS "
+                f"without it for up to {grace} s. Wait {grace - published_for} s more, or pass --force.")
+        for row in keys.values():
+            if row.state == "active":
+                repo.update_key(conn, row.kid, state="retiring", deactivated_at=now)
+        repo.update_key(conn, target.kid, state="active", activated_at=now, deactivated_at=None)
+        return {"kid": target.kid, "state": "active", "activatedAt": iso(now)}
+    return await db.transaction(work)
+
+
+def retire_after(row: Row, access_ttl: int, leeway: int = VERIFIER_MAX_LEEWAY) -> int:
+    """When no token this key signed can still be live anywhere: the last one was signed at most a
+    reload interval after it stopped signing, lives access_ttl, and may be accepted with the
+    verifiers' clock leeway (60 s at most with lbauth.verify)."""
+    return (row.deactivated_at or 0) + SERVER_RELOAD_SECONDS + access_ttl + leeway
+
+
+async def rotation_status(db: Database, clock: Clock, *, access_ttl: int, grace: int = DEFAULT_GRACE_SECONDS,
+                          leeway: int = VERIFIER_MAX_LEEWAY) -> list[dict[str, Any]]:
+    """Every key, and in how many seconds its next rotation step becomes safe."""
+    now = int(clock.now())
+    out = []
+    for row in await db.read(repo.all_keys):
+        item = key_view(row)
+        if row.state == "staged":
+            item["promotableIn"] = max(0, row.created_at + grace - now)
+        elif row.state == "retiring":
+            item["retirableIn"] = max(0, retire_after(row, access_ttl, leeway) - now)
+        out.append(item)
+    return out
+
+
+async def retire_keys(db: Database, clock: Clock, *, access_ttl: int, kid: str | None = None,
+                      leeway: int = VERIFIER_MAX_LEEWAY, force: bool = False) -> list[dict[str, Any]]:
+    """Step 3: drop retiring keys from the JWKS once nothing they signed can be live."""
+    now = int(clock.now())
+
+    def work(conn) -> list[dict[str, Any]]:
+        candidates = [r for r in repo.all_keys(conn) if r.state == "retiring" and (kid is None or r.kid == kid)]
+        if kid and not candidates:
+            raise RotationRefused(f"key {kid} is not retiring")
+        retired = []
+        for row in candidates:
+            safe_at = retire_after(row, access_ttl, leeway)
+            if now < safe_at and not force:
+                raise RotationRefused(
+                    f"key {row.kid} stopped signing at {iso(row.deactivated_at)}; tokens it signed may be live "
+                    f"until {iso(safe_at)}. Wait {safe_at - now} s more, or pass --force.")
+            repo.update_key(conn, row.kid, state="retired", retired_at=now)
+            retired.append({"kid": row.kid, "state": "retired", "retiredAt": iso(now)})
+        return retired
+    return await db.transaction(work)

@@ -50,6 +50,7 @@ class MasterKeys:
         if not keys:
             raise ValueError("at least one master key is needed")
         self._keys = {key_id(k): AESGCM(k) for k in keys}
+        self._raw = {key_id(k): k for k in keys}
         self._primary = keys[0]
         self.primary_id = key_id(keys[0])
         self.ids = tuple(self._keys)
@@ -94,10 +95,18 @@ class MasterKeys:
         except InvalidTag:
             raise MasterKeyError("sealed value does not authenticate") from None
 
-    def derive(self, purpose: str) -> bytes:
-        """A 32-byte key for `purpose`, derived from the first master key (HKDF, RFC 5869)."""
+    def derive(self, purpose: str, kid: str | None = None) -> bytes:
+        """A 32-byte key for `purpose`, derived from one master key (the first by default) with
+        HKDF (RFC 5869)."""
         return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
-                    info=b"lbauth:" + purpose.encode()).derive(self._primary)
+                    info=b"lbauth:" + purpose.encode()).derive(self._raw[kid or self.primary_id])
+
+    def versioned(self, purpose: str) -> tuple[dict[int, str], int]:
+        """Keys derived from every master key, by a numeric version, and the version to sign with:
+        what Tornado's `cookie_secret` and `key_version` settings take, so a session signed under
+        one master key still verifies while the list is rotated."""
+        secrets_by_version = {int(kid[:8], 16): self.derive(purpose, kid).hex() for kid in self.ids}
+        return secrets_by_version, int(self.primary_id[:8], 16)
 
     @staticmethod
     def sealed_key_id(sealed: str) -> str:
@@ -106,6 +115,21 @@ class MasterKeys:
 
 def key_file(settings: Settings) -> Path:
     return settings.data_dir / "master.key"
+
+
+def read_key_file(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().replace(",", "\n").splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def write_key_file(path: Path, key_texts: list[str]) -> None:
+    """Replace the key file atomically, keeping it private (0600)."""
+    MasterKeys.parse(",".join(key_texts), str(path))  # never write a file that would not load
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(key_texts) + "\n")
+    os.replace(tmp, path)
 
 
 def load_master_keys(settings: Settings) -> MasterKeys:

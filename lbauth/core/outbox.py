@@ -93,6 +93,8 @@ class Claimed:
 
 async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int) -> list[Claimed]:
     now = int(clock.now())
+    if not await db.read(repo.any_due, now):
+        return []
     rows = await db.transaction(repo.claim_due, now, now + lease_seconds, limit)
     return [Claimed(r.id, r.app_id, r.client_id, r.webhook_url, r.webhook_secret_sealed, r.payload,
                     r.round_attempts, r.attempts) for r in rows]

@@ -1,18 +1,15 @@
 """Revocation (contract section 7; RFC 7009, RFC 7662).
 
-The check-list holds grant ids and access-token ids whose tokens must be refused although their
-signatures are good. A grant entry refuses the tokens of that grant issued at or before its
-`revokedAt`; a jti entry refuses that one token. Each entry lives until the longest-lived access
-token it could cover has expired. Every process keeps the list in memory and learns new entries
-from the `revocations` table by cursor, so checking a token costs two dict look-ups and no I/O.
+The check-list (lbauth.verify.CheckList) holds grant ids and access-token ids whose tokens must be
+refused although their signatures are good. Each entry lives until the longest-lived access token
+it could cover has expired. Every process keeps the list in memory and learns new entries from the
+`revocations` table by cursor, so checking a token costs two dict look-ups and no I/O.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Row, text
@@ -26,58 +23,13 @@ from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import revocations as repo
 from lbauth.storage.repo import tokens as tokens_repo
-from lbauth.verify import MAX_LEEWAY, TokenError, decode_access_token
+from lbauth.verify import MAX_LEEWAY, CheckList, Entry, TokenError, decode_access_token
 
 NOTIFY_CHANNEL = "lbauth_revocations"
 # An entry outlives the tokens it covers by the most clock leeway a verifier may allow (60 s), so
 # no revoked token passes an offline check in that margin.
 KEEP_PAST_EXPIRY = MAX_LEEWAY
-POLL_AFTER_SECONDS = 5
-
-
-@dataclass(frozen=True)
-class Entry:
-    cursor: int
-    grant_id: str | None
-    jti: str | None
-    revoked_at: int
-    expires_at: int
-
-
-class CheckList:
-    def __init__(self) -> None:
-        self._grants: dict[str, tuple[int, int]] = {}  # grant id -> (revoked_at, expires_at)
-        self._jtis: dict[str, int] = {}  # jti -> expires_at
-        self.cursor = 0  # the highest revocations.id seen
-
-    def __len__(self) -> int:
-        return len(self._grants) + len(self._jtis)
-
-    def is_revoked(self, grant_id: str | None, jti: str | None, issued_at: float) -> bool:
-        if jti is not None and jti in self._jtis:
-            return True
-        entry = self._grants.get(grant_id) if grant_id is not None else None
-        return entry is not None and issued_at <= entry[0]
-
-    def grant_revoked_at(self, grant_id: str) -> int | None:
-        entry = self._grants.get(grant_id)
-        return entry[0] if entry else None
-
-    def add(self, entries: Iterable[Entry]) -> None:
-        for entry in entries:
-            if entry.grant_id:
-                revoked_at, expires_at = self._grants.get(entry.grant_id, (0, 0))
-                self._grants[entry.grant_id] = (max(revoked_at, entry.revoked_at), max(expires_at, entry.expires_at))
-            if entry.jti:
-                self._jtis[entry.jti] = max(entry.expires_at, self._jtis.get(entry.jti, 0))
-            self.cursor = max(self.cursor, entry.cursor)
-
-    def prune(self, now: float) -> int:
-        """Drop entries whose tokens have all expired; returns how many."""
-        before = len(self)
-        self._grants = {k: v for k, v in self._grants.items() if v[1] > now}
-        self._jtis = {k: v for k, v in self._jtis.items() if v > now}
-        return before - len(self)
+POLL_AFTER_SECONDS = 2
 
 
 def _entry(row: Row) -> Entry:

@@ -59,6 +59,9 @@ class PageHandler(BaseHandler):
                 self.user = await users.user_for_token(self.services.db, self.services.clock, token.decode())
             except TokenInvalid:
                 self.clear_cookie(SESSION_COOKIE)
+                return
+            if self.get_signed_cookie_key_version(SESSION_COOKIE) != self.settings.get("key_version"):
+                self.start_session(token.decode())  # re-sign under the current master key (rotation)
 
     # ---- rendering -------------------------------------------------------------------------------
 

@@ -15,18 +15,25 @@ def insert_event(conn: Connection, **values: object) -> None:
     conn.execute(insert(webhook_events).values(**values))
 
 
+def _due(now: int):
+    return (select(webhook_events.c.id)
+            .join(apps, apps.c.id == webhook_events.c.app_id)
+            .where(webhook_events.c.status == "pending", webhook_events.c.next_attempt_at <= now,
+                   or_(webhook_events.c.lease_until.is_(None), webhook_events.c.lease_until < now),
+                   apps.c.webhook_url.is_not(None), apps.c.webhook_disabled_at.is_(None)))
+
+
+def any_due(conn: Connection, now: int) -> bool:
+    """A cheap read first, so an idle deliverer never takes the write lock."""
+    return conn.execute(_due(now).limit(1)).first() is not None
+
+
 def claim_due(conn: Connection, now: int, lease_until: int, limit: int) -> list[Row]:
     """Lease up to `limit` due events of apps whose webhook is on. Concurrent claimers never get the
     same event: PostgreSQL skips rows another transaction has locked (FOR UPDATE SKIP LOCKED);
     SQLite runs one writer at a time (BEGIN IMMEDIATE)."""
-    due = (select(webhook_events.c.id)
-           .join(apps, apps.c.id == webhook_events.c.app_id)
-           .where(webhook_events.c.status == "pending", webhook_events.c.next_attempt_at <= now,
-                  or_(webhook_events.c.lease_until.is_(None), webhook_events.c.lease_until < now),
-                  apps.c.webhook_url.is_not(None), apps.c.webhook_disabled_at.is_(None))
-           .order_by(webhook_events.c.next_attempt_at, webhook_events.c.created_at)
-           .limit(limit)
-           .with_for_update(of=webhook_events, skip_locked=True))
+    due = (_due(now).order_by(webhook_events.c.next_attempt_at, webhook_events.c.created_at)
+           .limit(limit).with_for_update(of=webhook_events, skip_locked=True))
     ids = list(conn.execute(due).scalars())
     if not ids:
         return []

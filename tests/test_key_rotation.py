@@ -1,0 +1,204 @@
+"""Key rotation with no failed request (contract section 8): the signing key through stage, promote
+and retire while other processes verify continuously; the master key through add, promote and
+retire with signing, sessions and webhooks working throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import jwt
+import pytest
+
+from lbauth.clock import SystemClock
+from lbauth.core import reseal
+from tests.conftest import ROOT, start_server
+from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
+from tests.processes import ServerProcess
+from tests.receiver import Receiver
+
+pytestmark = pytest.mark.slow
+
+
+def tool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")} | env
+    return subprocess.run([sys.executable, str(ROOT / "tools" / name), *args], capture_output=True, text=True,
+                          env=full, cwd=ROOT, timeout=60)
+
+
+async def atool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The tool in a thread: the server in this process keeps serving (and committing) meanwhile."""
+    return await asyncio.to_thread(tool, name, *args, env=env)
+
+
+class Probe:
+    """tests/verifier_probe.py in its own process: lbauth.verify as a resource service runs it."""
+
+    def __init__(self, issuer: str, audience: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "verifier_probe.py"), issuer, audience],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+    async def ready(self) -> None:
+        assert (await asyncio.to_thread(self.proc.stdout.readline)).strip() == "ready"
+
+    async def verify(self, token: str) -> str:
+        self.proc.stdin.write(token + "\n")
+        self.proc.stdin.flush()
+        return (await asyncio.to_thread(self.proc.stdout.readline)).strip()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_url):
+    ttl = 3
+    first = await start_server(tmp_path, database_url, env="development", clock=SystemClock(),
+                               access_token_ttl=ttl)
+    second = await ServerProcess(database_url, tmp_path / "data", base_url=first.url,
+                                 access_token_ttl=str(ttl)).start()
+    probe = Probe(first.url, first.settings.audience)
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data"),
+           "LBAUTH_ACCESS_TOKEN_TTL": str(ttl)}
+    failures: list[str] = []
+    seen_kids: list[str] = []
+    stop = asyncio.Event()
+    try:
+        await probe.ready()
+        setup = await full_setup(first)
+        refresh_token = (await tokens_for(first, setup))["refreshToken"]
+        old_kid = first.services.keyring.signer.kid
+        held: list[tuple[str, float]] = []  # tokens re-verified until they expire
+
+        async def traffic() -> None:
+            while not stop.is_set():
+                r = await refresh(first, refresh_token, setup.client_id, setup.client_secret)
+                token = r.data["accessToken"]
+                kid = jwt.get_unverified_header(token[7:])["kid"]
+                if kid not in seen_kids:
+                    seen_kids.append(kid)
+                exp = jwt.decode(token[7:], options={"verify_signature": False})["exp"]
+                held.append((token, exp - 1.5))  # checked while comfortably inside its lifetime
+                for tok, good_until in list(held):
+                    if time.time() > good_until:
+                        held.remove((tok, good_until))
+                        continue
+                    answer = await probe.verify(tok)
+                    if not answer.startswith("ok") and time.time() < good_until:
+                        failures.append(f"verifier: {answer}")
+                    for server in (first.client, second.client):
+                        me = await server.get("/api/auth/me", bearer=tok)
+                        if me.status != 200 and time.time() < good_until:
+                            failures.append(f"/api/auth/me: {me.text}")
+                await asyncio.sleep(0.1)
+
+        running = asyncio.ensure_future(traffic())
+        await asyncio.sleep(1)
+        staged = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
+        await asyncio.sleep(2.5)  # the grace: verifiers refresh their JWKS every second here
+        promoted = await atool("rotate_signing_key.py", "promote", "--grace", "2", "--json", env=env)
+        assert promoted.returncode == 0, promoted.stderr
+        await first.running.reload_keys()
+        while True:  # retire as soon as the tool says it is safe
+            result = await atool("rotate_signing_key.py", "retire", "--leeway", "1", "--json", env=env)
+            if result.returncode == 0:
+                break
+            assert "Wait" in result.stderr
+            await asyncio.sleep(1)
+        await asyncio.sleep(6)  # servers reload, the verifier drops the retired key
+        stop.set()
+        await running
+        assert failures == []
+        assert seen_kids == [old_kid, staged["kid"]]
+        jwks = (await first.client.get("/.well-known/jwks.json")).json
+        assert [k["kid"] for k in jwks["keys"]] == [staged["kid"]]
+    finally:
+        stop.set()
+        probe.close()
+        second.stop()
+        first.client.close()
+        await first.running.stop()
+
+
+async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, database_url):
+    srv = await start_server(tmp_path, database_url)
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
+    try:
+        old_kid = srv.services.keyring.signer.kid
+        assert (await atool("rotate_signing_key.py", "promote", env=env)).returncode == 1  # nothing staged
+        staged = await atool("rotate_signing_key.py", "stage", "--alg", "RS256", "--json", env=env)
+        staged = json.loads(staged.stdout)
+        again = await atool("rotate_signing_key.py", "stage", env=env)
+        assert again.returncode == 1 and "already staged" in again.stderr
+        early = await atool("rotate_signing_key.py", "promote", env=env)
+        assert early.returncode == 1 and "Wait" in early.stderr and "--force" in early.stderr
+        assert (await atool("rotate_signing_key.py", "promote", "--force", env=env)).returncode == 0
+        early_retire = await atool("rotate_signing_key.py", "retire", env=env)
+        assert early_retire.returncode == 1 and "may be live until" in early_retire.stderr
+        # Rolling back: the retiring key signs again, at once.
+        back = await atool("rotate_signing_key.py", "promote", "--kid", old_kid, "--json", env=env)
+        assert json.loads(back.stdout)["kid"] == old_kid
+        await srv.running.reload_keys()
+        assert srv.services.keyring.signer.kid == old_kid
+        status = json.loads((await atool("rotate_signing_key.py", "status", "--json", env=env)).stdout)
+        assert {k["kid"]: k["state"] for k in status} == {old_kid: "active", staged["kid"]: "retiring"}
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+
+
+async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path, database_url):
+    receiver = Receiver()
+    srv = await start_server(tmp_path, database_url, env="development")
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
+    try:
+        setup = await full_setup(srv, webhook_url=receiver.url)
+        browser = PageSession(srv)
+        page = await browser.open_logged_in("/account/apps", setup.user["email"], setup.user["password"])
+        assert page.status == 200 and page.login_form() is None
+        old_id = srv.services.master_keys.primary_id
+
+        added = json.loads((await atool("rotate_master_key.py", "add", "--json", env=env)).stdout)
+        await srv.running.reload_keys()
+        assert srv.services.master_keys.ids == (old_id, added["keyId"])
+        promoted = await atool("rotate_master_key.py", "promote", added["keyId"], "--force", "--json", env=env)
+        assert promoted.returncode == 0, promoted.stderr
+        assert json.loads(promoted.stdout)["resealed"] == 2  # the webhook secret and the signing key
+        await srv.running.reload_keys()
+        assert (await browser.get("/account/apps")).login_form() is None  # and the cookie is re-signed
+        early = await atool("rotate_master_key.py", "retire", added["keyId"], env=env)
+        assert early.returncode == 1 and "sealing key" in early.stderr
+        retired = await atool("rotate_master_key.py", "retire", old_id, "--json", env=env)
+        assert retired.returncode == 0, retired.stderr
+        await srv.running.reload_keys()
+        assert srv.services.master_keys.ids == (added["keyId"],)
+        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 2}  # nothing under the old key
+
+        # The session cookie signed before the rotation still works; signing and webhooks too.
+        assert (await browser.get("/account/apps")).login_form() is None
+        tokens = await tokens_for(srv, setup)
+        assert (await srv.client.get("/api/auth/me", bearer=tokens["accessToken"])).status == 200
+        r = await srv.client.delete(f"/api/auth/authorizations/{setup.client_id}", bearer=setup.token)
+        await srv.running.deliverer.flush()
+        from lbauth import webhooks
+        (request,) = receiver.received
+        assert request.event_id == r.data["eventId"]
+        webhooks.verify_signature(setup.app["webhookSecret"], request.headers["X-Service-Timestamp"], request.body,
+                                  request.headers["X-Service-Signature"], now=srv.clock.now())
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+        await receiver.stop()
+
+    # A fresh start with only the new key signs with the same signing key.
+    again = await start_server(tmp_path, database_url)
+    try:
+        assert (await again.client.get("/readyz")).status == 200
+        assert again.services.keyring.signer is not None
+    finally:
+        again.client.close()
+        await again.running.stop()

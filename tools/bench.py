@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`make bench`: lbauth's benchmarks; writes bench-results.json and prints a table.
+
+In-process verification (contract section 14), one key, one core, best of several runs:
+- verify_ops        lbauth.verify.Verifier.verify (signature, claims, check-list, no I/O)
+- pyjwt_decode_ops  jwt.decode with a prebuilt key object and the same required claims
+- raw_verify_ops    the bare cryptography signature check of the same token
+- verify_100k_ratio Verifier.verify with 100,000 check-list entries, over an empty list
+
+    python tools/bench.py [--quick] [--only verify] [--out bench-results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jwt
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from jwt.utils import base64url_decode, raw_to_der_signature
+
+from lbauth.core.keys import generate_private_key, public_jwk
+from lbauth.verify import REQUIRED_CLAIMS, CheckList, Entry, Verifier
+
+ROOT = Path(__file__).resolve().parent.parent
+ISSUER = AUDIENCE = "https://auth.bench.example"
+
+
+def rate(fn: Callable[[], object], seconds: float, runs: int) -> float:
+    """Operations per second of `fn`: the best of `runs` timed runs of about `seconds` each."""
+    best = 0.0
+    for _ in range(runs):
+        n, started = 0, time.perf_counter()
+        deadline = started + seconds
+        while True:
+            for _ in range(200):
+                fn()
+            n += 200
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        best = max(best, n / (now - started))
+    return best
+
+
+def bench_verify(quick: bool) -> dict:
+    seconds, runs = (0.5, 3) if quick else (1.5, 5)
+    private = generate_private_key("ES256")
+    public = private.public_key()
+    kid = public_jwk("ES256", public)["kid"]
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "usr_bench", "client_id": "cid_bench", "scope": "userinfo",
+              "iat": now, "exp": now + 7200, "jti": "jti-bench", "gid": "gnt_bench", "asu": "asu_bench"}
+    jws = jwt.encode(claims, private, algorithm="ES256", headers={"kid": kid, "typ": "at+jwt"})
+    token = "lba_at_" + jws
+
+    verifier = Verifier(ISSUER, AUDIENCE)
+    verifier.keys = {kid: ("ES256", public)}
+    assert verifier.verify(token)["sub"] == "usr_bench"
+
+    def pyjwt_decode() -> None:
+        jwt.decode(jws, public, algorithms=["ES256"], audience=AUDIENCE, issuer=ISSUER,
+                   options={"require": list(REQUIRED_CLAIMS)})
+
+    signing_input, _, signature = jws.rpartition(".")
+    der = raw_to_der_signature(base64url_decode(signature), public.curve)
+    message = signing_input.encode()
+    algorithm = ec.ECDSA(hashes.SHA256())
+
+    def raw_verify() -> None:
+        public.verify(der, message, algorithm)
+
+    verify_ops = rate(lambda: verifier.verify(token), seconds, runs)
+    pyjwt_ops = rate(pyjwt_decode, seconds, runs)
+    raw_ops = rate(raw_verify, seconds, runs)
+
+    full = Verifier(ISSUER, AUDIENCE)
+    full.keys = verifier.keys
+    full.checklist = CheckList()
+    full.checklist.add(Entry(i, f"gnt_{i}", f"jti_{i}", now, now + 7200) for i in range(50_000))
+    assert len(full.checklist) == 100_000
+    # Interleave the two so that machine noise hits both alike; compare medians.
+    empty_runs, full_runs = [], []
+    for _ in range(runs * 2):
+        empty_runs.append(rate(lambda: verifier.verify(token), seconds / 2, 1))
+        full_runs.append(rate(lambda: full.verify(token), seconds / 2, 1))
+    return {
+        "verify_ops": round(verify_ops),
+        "pyjwt_decode_ops": round(pyjwt_ops),
+        "raw_verify_ops": round(raw_ops),
+        "verify_vs_pyjwt": round(verify_ops / pyjwt_ops, 3),
+        "verify_100k_checklist_ops": round(statistics.median(full_runs)),
+        "verify_100k_ratio": round(statistics.median(full_runs) / statistics.median(empty_runs), 3),
+    }
+
+
+def table(results: dict) -> str:
+    rows = [("verify_ops", "Verifier.verify, ops/s"), ("pyjwt_decode_ops", "jwt.decode, same key and claims"),
+            ("raw_verify_ops", "cryptography verify only"), ("verify_vs_pyjwt", "Verifier.verify / jwt.decode"),
+            ("verify_100k_checklist_ops", "Verifier.verify, 100,000 check-list entries"),
+            ("verify_100k_ratio", "100,000 entries / empty list")]
+    width = max(len(label) for _, label in rows)
+    return "\n".join(f"{label.ljust(width)}  {results[key]:>10}" for key, label in rows if key in results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="shorter runs (under 3 minutes in all)")
+    parser.add_argument("--out", default=str(ROOT / "bench-results.json"))
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.exists() else {}
+    results.update(bench_verify(args.quick))
+    results["machine"] = {"python": platform.python_version(), "platform": platform.platform(),
+                          "cpus": __import__("os").cpu_count(), "quick": args.quick,
+                          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Rotate the JWS signing key with no failed request (contract section 8; docs/key-rotation.md).
+
+    rotate_signing_key.py status                  the keys and what each next step is waiting for
+    rotate_signing_key.py stage [--alg ES256]     publish a new key in the JWKS; it does not sign yet
+    rotate_signing_key.py promote [--grace 900]   the staged key signs; the old one keeps verifying
+    rotate_signing_key.py promote --kid OLD       roll back: the retiring key signs again
+    rotate_signing_key.py retire                  unpublish keys once nothing they signed can be live
+
+Each step refuses what would make a valid token fail, says why and how long to wait; --force
+overrides. Settings (database, master key) come as for `lbauth`: flags, LBAUTH_*, --config.
+Running servers pick up every change within seconds, without a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lbauth import cli
+from lbauth.clock import SystemClock
+from lbauth.core import keys
+from lbauth.core.masterkey import load_master_keys
+from lbauth.settings import SIGNING_ALGS
+
+
+async def status(args, settings) -> list:
+    return await cli.with_database(settings, lambda db: keys.rotation_status(
+        db, SystemClock(), access_ttl=settings.access_token_ttl, grace=args.grace, leeway=args.leeway))
+
+
+async def stage(args, settings) -> dict:
+    master = load_master_keys(settings)
+    return await cli.with_database(settings, lambda db: keys.stage_key(db, SystemClock(), master,
+                                                                       args.alg or settings.signing_alg))
+
+
+async def promote(args, settings) -> dict:
+    return await cli.with_database(settings, lambda db: keys.promote_key(db, SystemClock(), kid=args.kid,
+                                                                         grace=args.grace, force=args.force))
+
+
+async def retire(args, settings) -> list:
+    return await cli.with_database(settings, lambda db: keys.retire_keys(
+        db, SystemClock(), access_ttl=settings.access_token_ttl, kid=args.kid, leeway=args.leeway, force=args.force))
+
+
+def main(argv: list[str] | None = None) -> int:
+    common = cli.settings_parser()
+    parser = argparse.ArgumentParser(prog="rotate_signing_key.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+    p = sub.add_parser("status", parents=[common], help="the keys and when each next step is safe")
+    p.add_argument("--grace", type=int, default=keys.DEFAULT_GRACE_SECONDS)
+    p.add_argument("--leeway", type=int, default=keys.VERIFIER_MAX_LEEWAY)
+    p.set_defaults(handler=status)
+    p = sub.add_parser("stage", parents=[common], help="publish a new key (not signing yet)")
+    p.add_argument("--alg", choices=SIGNING_ALGS, help="default: the signing_alg setting")
+    p.set_defaults(handler=stage)
+    p = sub.add_parser("promote", parents=[common], help="the staged key starts signing")
+    p.add_argument("--kid", help="promote this key (a staged one, or a retiring one to roll back)")
+    p.add_argument("--grace", type=int, default=keys.DEFAULT_GRACE_SECONDS,
+                   help="seconds a staged key must have been published (default %(default)s)")
+    p.add_argument("--force", action="store_true", help="skip the safety check")
+    p.set_defaults(handler=promote)
+    p = sub.add_parser("retire", parents=[common], help="unpublish keys nothing live was signed with")
+    p.add_argument("--kid", help="only this key")
+    p.add_argument("--leeway", type=int, default=keys.VERIFIER_MAX_LEEWAY,
+                   help="the largest clock leeway your verifiers allow (default %(default)s s)")
+    p.add_argument("--force", action="store_true", help="skip the safety check")
+    p.set_defaults(handler=retire)
+    args = parser.parse_args(argv)
+    return cli.run(args, prog="rotate_signing_key.py")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
