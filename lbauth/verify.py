@@ -130,6 +130,8 @@ def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issu
 
 def require_scopes(claims: Mapping[str, Any], required: Iterable[str]) -> None:
     """TokenError `oauth2.scope.insufficient` (403) unless every required scope was granted."""
+    if isinstance(required, str):  # one scope, not its letters
+        required = [required]
     granted = set(claims.get("scope", "").split())
     if not set(required) <= granted:
         raise TokenError("oauth2.scope.insufficient", 403,
@@ -360,6 +362,8 @@ def requires_token(verifier: Verifier, *scopes: str) -> Callable:
                 handler.set_status(exc.status)
                 if exc.status in (401, 403):
                     handler.set_header("WWW-Authenticate", exc.challenge)
+                elif exc.status == 503:
+                    handler.set_header("Retry-After", "5")
                 handler.finish({"code": exc.status, "message": exc.message, "subCode": exc.sub_code})
                 return None
             return method(handler, *args, **kwargs)

@@ -192,6 +192,15 @@ class TestServer:
     def db(self) -> Database:
         return self.services.db
 
+    async def quiet(self) -> None:
+        """Stop the periodic jobs (key reload, revocation poll, webhook flush) and the NOTIFY
+        listener, so that a test counting SQL statements counts only its own requests'."""
+        for callback in self.running.periodic:
+            callback.stop()
+        if self.running.listener:
+            await self.running.listener.stop()
+            self.running.listener = None
+
     async def create_user(self, email: str | None = None, password: str = "correct horse battery",
                           name: str = "Test User", **extra: object) -> dict:
         from lbauth.core import users

@@ -594,6 +594,7 @@ async def _fewest_statements(server, requests) -> int:
 
 
 async def test_statement_budgets(server):
+    await server.quiet()
     s = await full_setup(server)
     codes = [await code_for(server, s) for _ in range(3)]
     exchanges = [lambda c=c: exchange(server, c, s.redirect_uri, s.client_id, s.client_secret) for c in codes]
@@ -609,6 +610,7 @@ async def test_statement_budgets(server):
 
 async def test_access_token_verification_reads_no_database(server):
     """Refusing a bad, expired or revoked access token is decided in memory: 0 statements."""
+    await server.quiet()
     s = await full_setup(server)
     tokens = await tokens_for(server, s)
     code = await code_for(server, s)

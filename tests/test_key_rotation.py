@@ -146,6 +146,10 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         assert srv.services.keyring.signer.kid == old_kid
         status = json.loads((await atool("rotate_signing_key.py", "status", "--json", env=env)).stdout)
         assert {k["kid"]: k["state"] for k in status} == {old_kid: "active", staged["kid"]: "retiring"}
+        # A staged key that is not wanted can be withdrawn at once: it never signed anything.
+        extra = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
+        withdrawn = await atool("rotate_signing_key.py", "retire", "--kid", extra["kid"], "--json", env=env)
+        assert withdrawn.returncode == 0 and json.loads(withdrawn.stdout)[0]["state"] == "retired"
     finally:
         srv.client.close()
         await srv.running.stop()

@@ -65,6 +65,7 @@ async def test_verifies_a_token_found_through_the_metadata(server, verifier):
     token, expected = await claims_of(server)
     claims = verifier.verify(token, required_scopes=["userinfo"])
     assert claims == expected
+    assert verifier.verify(token, required_scopes="userinfo") == expected  # a string is one scope
     with pytest.raises(TokenError) as info:
         verifier.verify(token, required_scopes=["chat.write"])
     assert (info.value.sub_code, info.value.status) == ("oauth2.scope.insufficient", 403)

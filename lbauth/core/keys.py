@@ -209,12 +209,15 @@ async def retire_keys(db: Database, clock: Clock, *, access_ttl: int, kid: str |
     now = int(clock.now())
 
     def work(conn) -> list[dict[str, Any]]:
-        candidates = [r for r in repo.all_keys(conn) if r.state == "retiring" and (kid is None or r.kid == kid)]
+        rows = repo.all_keys(conn)
+        candidates = [r for r in rows if r.state == "retiring" and (kid is None or r.kid == kid)]
+        # A staged key never signed anything: withdrawing it (by its kid) is always safe.
+        candidates += [r for r in rows if r.state == "staged" and kid is not None and r.kid == kid]
         if kid and not candidates:
-            raise RotationRefused(f"key {kid} is not retiring")
+            raise RotationRefused(f"key {kid} is not staged or retiring")
         retired = []
         for row in candidates:
-            safe_at = retire_after(row, access_ttl, leeway)
+            safe_at = retire_after(row, access_ttl, leeway) if row.state == "retiring" else now
             if now < safe_at and not force:
                 raise RotationRefused(
                     f"key {row.kid} stopped signing at {iso(row.deactivated_at)}; tokens it signed may be live "
