@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -84,9 +85,9 @@ async def with_database(settings: Settings, work: Callable[[Database], Awaitable
 
 # ---- commands ------------------------------------------------------------------------------------
 
-async def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
-    from lbauth.server import serve_forever
-    await serve_forever(settings)
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
+    from lbauth.server import serve
+    serve(settings)  # runs its own event loop(s): several workers are forked processes
 
 
 async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
@@ -295,7 +296,8 @@ def run(args: argparse.Namespace, *, prog: str, log_level: str | None = "WARNING
         return 2
     logs.setup(log_level or settings.log_level)
     try:
-        result = asyncio.run(args.handler(args, settings))
+        outcome = args.handler(args, settings)
+        result = asyncio.run(outcome) if inspect.iscoroutine(outcome) else outcome
     except SettingsError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

@@ -4,9 +4,12 @@ periodic work scheduled. Used by `lbauth serve` and, in-process, by the tests.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -152,7 +155,66 @@ def _database_kind(settings: Settings) -> str:
     return "sqlite" if settings.is_sqlite else "postgresql"
 
 
-async def serve_forever(settings: Settings) -> None:
+def serve(settings: Settings) -> None:
+    """`lbauth serve`: one process, or `workers` processes that each bind the port themselves
+    (SO_REUSEPORT: the kernel spreads connections over them; one shared socket did not scale)."""
+    if settings.workers == 1:
+        asyncio.run(serve_forever(settings))
+        return
+    asyncio.run(_prepare_storage(settings))  # migrate and make the first key once, before forking
+    supervise(settings)
+
+
+async def _prepare_storage(settings: Settings) -> None:
+    services = await build_services(settings)
+    await services.db.close()
+
+
+def supervise(settings: Settings) -> None:
+    """Fork the workers, restart any that dies, and pass SIGTERM/SIGINT on to them."""
+    children: dict[int, int] = {}  # pid -> worker number
+    stopping = False
+
+    def spawn(number: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: its own event loop, database pool, check-list and deliverer
+            code = 0
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                asyncio.run(serve_forever(settings, worker=number))
+            except BaseException:  # noqa: BLE001 - reported, and the supervisor starts another
+                log.exception("worker %d failed", number)
+                code = 1
+            finally:
+                os._exit(code)
+        children[pid] = number
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for number in range(settings.workers):
+        spawn(number)
+    logs.event(log, "supervising", workers=settings.workers)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        number = children.pop(pid, None)
+        if number is not None and not stopping:
+            logs.event(log, "worker exited; starting another", level=logging.WARNING, worker=number, status=status)
+            time.sleep(1)
+            spawn(number)
+
+
+async def serve_forever(settings: Settings, worker: int | None = None) -> None:
     """Run until SIGINT or SIGTERM, then stop accepting, finish, and close."""
     running = await start(settings)
     stopping = asyncio.Event()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -26,8 +27,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.utils import base64url_decode, raw_to_der_signature
 
-from lbauth.core.keys import generate_private_key, public_jwk
-from lbauth.verify import REQUIRED_CLAIMS, CheckList, Entry, Verifier
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/bench_http.py beside this file
+
+from lbauth.core.keys import generate_private_key, public_jwk  # noqa: E402
+from lbauth.verify import REQUIRED_CLAIMS, CheckList, Entry, Verifier  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ISSUER = AUDIENCE = "https://auth.bench.example"
@@ -101,6 +104,27 @@ def bench_verify(quick: bool) -> dict:
     }
 
 
+def http_table(results: dict) -> str:
+    if "runs" not in results:
+        return ""
+    lines = [f"HTTP, {results['workers']} worker(s), {results['load_generator']}, {results['run_seconds']} s runs",
+             f"ceiling (bare Tornado, small JSON): {results['ceiling_rps']} req/s", "",
+             "| endpoint | backend | 2xx req/s | x ceiling | p50 ms | p99 ms | non-2xx | SQL statements |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in ("authorize", "code_exchange", "refresh", "me", "full_flow"):
+        for backend, runs in results["runs"].items():
+            run = runs[name]
+            rps = run["flows_per_s"] if name == "full_flow" else run["rps"]
+            unit = " flows/s" if name == "full_flow" else ""
+            stmts = results["statements_by_backend"].get(backend, {}).get(name, "")
+            lines.append(f"| {name} | {backend} | {rps}{unit} | {rps / results['ceiling_rps']:.2f} | {run['p50_ms']} | "
+                         f"{run['p99_ms']} | {run['non2xx']} | {stmts} |")
+    lines.append("")
+    lines.append("webhook deliveries to a loopback receiver: " + ", ".join(
+        f"{b} {n}/s" for b, n in results.get("webhook_deliveries_per_s", {}).items()))
+    return "\n".join(lines)
+
+
 def table(results: dict) -> str:
     rows = [("verify_ops", "Verifier.verify, ops/s"), ("pyjwt_decode_ops", "jwt.decode, same key and claims"),
             ("raw_verify_ops", "cryptography verify only"), ("verify_vs_pyjwt", "Verifier.verify / jwt.decode"),
@@ -110,20 +134,67 @@ def table(results: dict) -> str:
     return "\n".join(f"{label.ljust(width)}  {results[key]:>10}" for key, label in rows if key in results)
 
 
+def write_docs(path: Path, results: dict, report: str) -> None:
+    """docs/performance.md: the latest figures, the machine, and how to reproduce them."""
+    machine = results["machine"]
+    text = f"""# Performance
+
+The latest `make bench` run (written by `tools/bench.py`; the raw figures are in `bench-results.json`).
+
+- Machine: {machine['cpus']} CPUs, {machine['platform']}, Python {machine['python']}; run at {machine['at']}
+  {'(quick mode)' if machine['quick'] else ''}
+- Load generator: {results.get('load_generator', '-')}; server and generator share the machine.
+- Every figure counts only 2xx answers; the non-2xx count of each run is beside it.
+
+## Verification (in-process, one core, ES256)
+
+```
+{table(results)}
+```
+
+## HTTP
+
+{http_table(results)}
+
+## Reproduce
+
+```
+make bench                      # full runs (10 s each), SQLite then PostgreSQL, 2 workers
+make bench BENCH_ARGS=--quick   # 5 s runs, under 3 minutes
+python tools/bench.py --only http --workers 1   # the 1-worker figures
+```
+"""
+    path.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter runs (under 3 minutes in all)")
     parser.add_argument("--out", default=str(ROOT / "bench-results.json"))
+    parser.add_argument("--only", choices=("verify", "http"), help="one part only")
+    parser.add_argument("--workers", type=int, default=2, help="server processes (default %(default)s)")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--pg-url", default=os.environ.get("LBAUTH_TEST_POSTGRES_URL",
+                                                           "postgresql+asyncpg://postgres@127.0.0.1:5432/test"))
+    parser.add_argument("--docs", default=str(ROOT / "docs" / "performance.md"),
+                        help="where the table goes ('' for nowhere)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {}
-    results.update(bench_verify(args.quick))
+    if args.only in (None, "verify"):
+        results.update(bench_verify(args.quick))
+    if args.only in (None, "http"):
+        import bench_http
+        results.update(bench_http.run(args.quick, args.workers, args.backends.split(","), args.pg_url))
     results["machine"] = {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": __import__("os").cpu_count(), "quick": args.quick,
                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out.write_text(json.dumps(results, indent=2) + "\n")
-    print(table(results))
+    report = table(results) + "\n\n" + http_table(results)
+    print(report)
     print(f"\nwritten to {out}")
+    if args.docs:
+        write_docs(Path(args.docs), results, report)
     return 0
 
 

@@ -1,9 +1,14 @@
-"""The storage boundary: one async engine, and units of work run in one transaction each.
+"""The storage boundary: units of work run in one transaction each.
 
 A use case hands `Database.transaction` a plain function of a SQLAlchemy `Connection` that does
 all its reads and writes; the function never commits (the caller owns the transaction) and does
-no other I/O, so no transaction is ever held open across a network call. On PostgreSQL
-(asyncpg) and SQLite (aiosqlite) alike it runs through `AsyncConnection.run_sync`.
+no other I/O, so no transaction is ever held open across a network call.
+
+- PostgreSQL: the async engine (asyncpg); the function runs through `AsyncConnection.run_sync`.
+- SQLite: the whole function runs in one hop to a worker thread, on SQLAlchemy's synchronous
+  engine over the same file. aiosqlite (the async engine, kept for migrations and the command
+  line) hops to its thread for every statement, begin, commit and pool reset: about 11 hops per
+  transaction, each costing more than the statement (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -25,6 +31,7 @@ from lbauth.errors import ServerUnavailable
 T = TypeVar("T")
 
 RETRY_AFTER_SECONDS = 5
+SQLITE_THREADS = 4
 # How long a request waits for the database before it answers 503 instead of hanging.
 CONNECT_TIMEOUT_SECONDS = 2
 POOL_TIMEOUT_SECONDS = 3
@@ -52,14 +59,26 @@ class Database:
                 os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             self.engine: AsyncEngine = create_async_engine(url, pool_size=pool_size,
                                                            pool_timeout=POOL_TIMEOUT_SECONDS)
+            # Units of work: one thread hop each. Writers queue on SQLite's lock (busy timeout);
+            # readers run side by side in WAL mode.
+            self.sync_engine: Engine | None = create_engine(
+                make_url(url).set(drivername="sqlite"), pool_size=SQLITE_THREADS, max_overflow=0,
+                pool_timeout=POOL_TIMEOUT_SECONDS, pool_reset_on_return=None,
+                connect_args={"check_same_thread": False, "timeout": 5})
+            self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(SQLITE_THREADS,
+                                                                          thread_name_prefix="lbauth-sqlite")
+            self._listen(self.sync_engine)
         else:
+            # Every transaction ends in COMMIT or ROLLBACK here, so the pool's reset-on-return
+            # rollback would be one more round trip for nothing.
             self.engine = create_async_engine(
                 url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=POOL_TIMEOUT_SECONDS,
+                pool_reset_on_return=None,
                 connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
-        self._listen()
+            self.sync_engine, self._threads = None, None
+        self._listen(self.engine.sync_engine)
 
-    def _listen(self) -> None:
-        sync_engine = self.engine.sync_engine
+    def _listen(self, sync_engine: Engine) -> None:
 
         @event.listens_for(sync_engine, "before_cursor_execute")
         def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
@@ -90,6 +109,14 @@ class Database:
         back if it raises. An unreachable database becomes `ServerUnavailable` (503, Retry-After)."""
         if kwargs:
             work = functools.partial(work, **kwargs)
+        if self._threads is not None:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._threads, self._in_thread, work, args,
+                                                                        readonly)
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise self._unavailable() from exc
+                raise
         conn = self.engine.connect()
         try:
             await conn.start()
@@ -106,6 +133,13 @@ class Database:
             raise
         finally:
             await conn.close()
+
+    def _in_thread(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
+        with self.sync_engine.connect() as conn:
+            if readonly:
+                conn = conn.execution_options(**{_READONLY: True})
+            with conn.begin():
+                return work(conn, *args)
 
     @staticmethod
     def _unavailable() -> ServerUnavailable:
@@ -124,3 +158,6 @@ class Database:
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self.sync_engine is not None:
+            self._threads.shutdown(wait=True)
+            self.sync_engine.dispose()
