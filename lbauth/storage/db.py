@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +32,8 @@ from lbauth.errors import ServerUnavailable
 T = TypeVar("T")
 
 RETRY_AFTER_SECONDS = 5
-SQLITE_THREADS = 4
+SQLITE_READERS = 3
+SQLITE_WRITE_WAIT = 5.0
 # How long a request waits for the database before it answers 503 instead of hanging.
 CONNECT_TIMEOUT_SECONDS = 2
 POOL_TIMEOUT_SECONDS = 3
@@ -59,15 +61,23 @@ class Database:
                 os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             self.engine: AsyncEngine = create_async_engine(url, pool_size=pool_size,
                                                            pool_timeout=POOL_TIMEOUT_SECONDS)
-            # Units of work: one thread hop each. Writers queue on SQLite's lock (busy timeout);
-            # readers run side by side in WAL mode.
+            # Units of work: one thread hop each. One writer thread per process, so this process's
+            # writers queue here instead of racing for SQLite's lock (whose busy handler sleeps);
+            # readers run side by side in WAL mode on their own threads.
+            sync_url = make_url(url).set(drivername="sqlite")
             self.sync_engine: Engine | None = create_engine(
-                make_url(url).set(drivername="sqlite"), pool_size=SQLITE_THREADS, max_overflow=0,
-                pool_timeout=POOL_TIMEOUT_SECONDS, pool_reset_on_return=None,
-                connect_args={"check_same_thread": False, "timeout": 5})
-            self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(SQLITE_THREADS,
-                                                                          thread_name_prefix="lbauth-sqlite")
+                sync_url, pool_size=SQLITE_READERS, max_overflow=0, pool_timeout=POOL_TIMEOUT_SECONDS,
+                pool_reset_on_return=None, connect_args={"check_same_thread": False, "timeout": 5})
+            # The writer waits for the write lock itself (see _begin_write): SQLite's own busy
+            # handler sleeps in steps of up to 100 ms, which set the p99 of every write.
+            self._write_engine: Engine | None = create_engine(
+                sync_url, pool_size=1, max_overflow=0, pool_reset_on_return=None,
+                connect_args={"check_same_thread": False, "timeout": 0})
+            self._writer: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="lbauth-sqlite-w")
+            self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(SQLITE_READERS,
+                                                                          thread_name_prefix="lbauth-sqlite-r")
             self._listen(self.sync_engine)
+            self._listen(self._write_engine, busy_timeout_ms=0)
         else:
             # Every transaction ends in COMMIT or ROLLBACK here, so the pool's reset-on-return
             # rollback would be one more round trip for nothing.
@@ -75,10 +85,10 @@ class Database:
                 url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=POOL_TIMEOUT_SECONDS,
                 pool_reset_on_return=None,
                 connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
-            self.sync_engine, self._threads = None, None
+            self.sync_engine, self._write_engine, self._threads, self._writer = None, None, None, None
         self._listen(self.engine.sync_engine)
 
-    def _listen(self, sync_engine: Engine) -> None:
+    def _listen(self, sync_engine: Engine, busy_timeout_ms: int = 5000) -> None:
 
         @event.listens_for(sync_engine, "before_cursor_execute")
         def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
@@ -93,7 +103,8 @@ class Database:
             # We issue BEGIN ourselves (below), so the driver's own transaction handling is off.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            for pragma in ("journal_mode=WAL", "foreign_keys=ON", "busy_timeout=5000", "synchronous=NORMAL"):
+            for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}",
+                           "synchronous=NORMAL"):
                 cursor.execute(f"PRAGMA {pragma}")
             cursor.close()
 
@@ -111,8 +122,8 @@ class Database:
             work = functools.partial(work, **kwargs)
         if self._threads is not None:
             try:
-                return await asyncio.get_running_loop().run_in_executor(self._threads, self._in_thread, work, args,
-                                                                        readonly)
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._threads if readonly else self._writer, self._in_thread, work, args, readonly)
             except Exception as exc:
                 if is_unavailable(exc):
                     raise self._unavailable() from exc
@@ -123,8 +134,8 @@ class Database:
         except Exception as exc:  # any failure to get a connection: the database is not there
             raise self._unavailable() from exc
         try:
-            if readonly:
-                await conn.execution_options(**{_READONLY: True})
+            if readonly:  # a read needs no BEGIN and COMMIT round trips
+                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: True})
             async with conn.begin():
                 return await conn.run_sync(work, *args)
         except Exception as exc:
@@ -135,11 +146,37 @@ class Database:
             await conn.close()
 
     def _in_thread(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
-        with self.sync_engine.connect() as conn:
-            if readonly:
+        if readonly:
+            with self.sync_engine.connect() as conn:
                 conn = conn.execution_options(**{_READONLY: True})
-            with conn.begin():
-                return work(conn, *args)
+                with conn.begin():
+                    return work(conn, *args)
+        with self._write_engine.connect() as conn:
+            self._begin_write(conn)
+            try:
+                result = work(conn, *args)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            return result
+
+    @staticmethod
+    def _begin_write(conn: Connection) -> None:
+        """BEGIN IMMEDIATE, retried every fraction of a millisecond while another process writes,
+        for up to SQLITE_WRITE_WAIT seconds."""
+        deadline = time.monotonic() + SQLITE_WRITE_WAIT
+        pause = 0.0002
+        while True:
+            try:
+                conn.begin()
+                return
+            except sa_exc.OperationalError as exc:
+                if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                    raise
+                conn.rollback()
+                time.sleep(pause)
+                pause = min(pause * 2, 0.004)
 
     @staticmethod
     def _unavailable() -> ServerUnavailable:
@@ -160,4 +197,6 @@ class Database:
         await self.engine.dispose()
         if self.sync_engine is not None:
             self._threads.shutdown(wait=True)
+            self._writer.shutdown(wait=True)
             self.sync_engine.dispose()
+            self._write_engine.dispose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, insert, or_, select, update
 
 from lbauth.storage.models import apps, webhook_attempts, webhook_events
 
@@ -67,9 +67,3 @@ def attempts(conn: Connection, event_ids: list[str]) -> list[Row]:
     return list(conn.execute(select(webhook_attempts).where(webhook_attempts.c.event_id.in_(event_ids))
                              .order_by(webhook_attempts.c.id)))
 
-
-def pending_stats(conn: Connection, now: int) -> tuple[int, int | None]:
-    """How many events wait, and since when the oldest (for metrics)."""
-    row = conn.execute(select(func.count(), func.min(webhook_events.c.created_at))
-                       .where(and_(webhook_events.c.status == "pending"))).one()
-    return row[0], (now - row[1]) if row[1] is not None else None
