@@ -119,6 +119,11 @@ def http_table(results: dict) -> str:
             stmts = results["statements_by_backend"].get(backend, {}).get(name, "")
             lines.append(f"| {name} | {backend} | {rps}{unit} | {rps / results['ceiling_rps']:.2f} | {run['p50_ms']} | "
                          f"{run['p99_ms']} | {run['non2xx']} | {stmts} |")
+    if "scaling" in results:
+        sc = results["scaling"]
+        lines.append("")
+        lines.append(f"1 -> {results['workers']} workers, /api/auth/me on SQLite: {sc['me_rps_1_worker']} -> "
+                     f"{sc['me_rps_' + str(results['workers']) + '_workers']} req/s (x{sc['speedup']})")
     lines.append("")
     lines.append("webhook deliveries to a loopback receiver: " + ", ".join(
         f"{b} {n}/s" for b, n in results.get("webhook_deliveries_per_s", {}).items()))

@@ -477,4 +477,24 @@ def run(quick: bool, workers: int, backends: list[str], pg_url: str) -> dict:
     results["statements"] = statements.get("sqlite") or next(iter(statements.values()), {})
     results["statements_by_backend"] = statements
     results["webhook_deliveries_per_s"] = {b: webhooks[b]["per_s"] for b in webhooks}
+    if workers > 1 and "sqlite" in per_backend:
+        results["scaling"] = worker_scaling(wrk, seconds, pg_url, per_backend["sqlite"], workers)
     return results
+
+
+def worker_scaling(wrk: str, seconds: int, pg_url: str, with_workers: dict, workers: int) -> dict:
+    """The same read endpoints with one worker, for the 1 -> N speed-up (SQLite)."""
+    with tempfile.TemporaryDirectory(prefix="lbauth-bench-1w-") as tmp:
+        deployment = Deployment("sqlite", 1, Path(tmp), pg_url)
+        asyncio.run(deployment.create_database())
+        seed = asyncio.run(deployment.seed(codes_per_thread=10))
+        deployment.start()
+        try:
+            tokens = token_set(deployment.url, seed)
+            path = Path(tmp) / "me.lua"
+            path.write_text(f"wrk.headers['Authorization'] = 'Bearer {tokens['accessToken']}'\n")
+            one = run_wrk(wrk, deployment.url + "/api/auth/me", seconds, 32, str(path))
+        finally:
+            deployment.stop()
+    return {"me_rps_1_worker": one["rps"], f"me_rps_{workers}_workers": with_workers["me"]["rps"],
+            "speedup": round(with_workers["me"]["rps"] / max(one["rps"], 1), 2)}
