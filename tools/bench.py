@@ -124,6 +124,11 @@ def http_table(results: dict) -> str:
         lines.append("")
         lines.append(f"1 -> {results['workers']} workers, /api/auth/me on SQLite: {sc['me_rps_1_worker']} -> "
                      f"{sc['me_rps_' + str(results['workers']) + '_workers']} req/s (x{sc['speedup']})")
+    for backend, g in results.get("growth", {}).items():
+        lines.append("")
+        lines.append(f"growth, {backend}: refresh p50 {g['empty']['p50_ms']} ms on an empty database, "
+                     f"{g['filled']['p50_ms']} ms with {g['rows']['refresh_tokens']:,} refresh tokens and "
+                     f"{g['rows']['grants']:,} grants (x{g['p50_ratio']}; `python tools/bench.py --growth`)")
     lines.append("")
     lines.append("webhook deliveries to a loopback receiver: " + ", ".join(
         f"{b} {n}/s" for b, n in results.get("webhook_deliveries_per_s", {}).items()))
@@ -172,7 +177,7 @@ The latest `make bench` run (written by `tools/bench.py`; the raw figures are in
 - Token endpoints: one ES256 signature per token (about 30 us); verification is 1.3x faster than
   `jwt.decode` with the same key.
 - Not yet done: a persistent connection per worker for reads, a single-statement (CTE) code
-  redemption on PostgreSQL, and the growth mode (1,000,000 refresh tokens).
+  redemption on PostgreSQL.
 
 ## Reproduce
 
@@ -190,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs (under 3 minutes in all)")
     parser.add_argument("--out", default=str(ROOT / "bench-results.json"))
     parser.add_argument("--only", choices=("verify", "http"), help="one part only")
+    parser.add_argument("--growth", action="store_true",
+                        help="instead: refresh latency with 1,000,000 refresh tokens and 100,000 grants")
     parser.add_argument("--workers", type=int, default=2, help="server processes (default %(default)s)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--pg-url", default=os.environ.get("LBAUTH_TEST_POSTGRES_URL",
@@ -199,6 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {}
+    if args.growth:
+        import bench_http
+        wrk = bench_http.ensure_wrk()
+        results["growth"] = {b: bench_http.growth(wrk, 5, args.pg_url, b, 1_000_000, 100_000)
+                             for b in args.backends.split(",")}
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        if args.docs and "runs" in results:
+            write_docs(Path(args.docs), results, table(results) + "\n\n" + http_table(results))
+        for backend, g in results["growth"].items():
+            print(f"{backend}: refresh p50 {g['empty']['p50_ms']} ms empty, {g['filled']['p50_ms']} ms with "
+                  f"{g['rows']['refresh_tokens']:,} refresh tokens and {g['rows']['grants']:,} grants "
+                  f"(x{g['p50_ratio']}); {g['empty']['rps']} -> {g['filled']['rps']} req/s; fill {g['fill_seconds']} s")
+        return 0
     if args.only in (None, "verify"):
         results.update(bench_verify(args.quick))
     if args.only in (None, "http"):

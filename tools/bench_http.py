@@ -25,6 +25,7 @@ from urllib.parse import urlencode
 
 from sqlalchemy import insert, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from lbauth.clock import SystemClock
 from lbauth.core import apps, authorize, opaque, outbox, users
@@ -498,3 +499,68 @@ def worker_scaling(wrk: str, seconds: int, pg_url: str, with_workers: dict, work
             deployment.stop()
     return {"me_rps_1_worker": one["rps"], f"me_rps_{workers}_workers": with_workers["me"]["rps"],
             "speedup": round(with_workers["me"]["rps"] / max(one["rps"], 1), 2)}
+
+
+async def _fill(database_url: str, seed: dict, grants_count: int, tokens_count: int) -> None:
+    """Bulk rows: `grants_count` users, each with a live grant on the bench app, and
+    `tokens_count` refresh tokens spread over those grants."""
+    from lbauth.storage.models import refresh_tokens as rt_table
+    from lbauth.storage.models import users as users_table
+    db = Database(database_url)
+    now = int(time.time())
+    try:
+        for start in range(0, grants_count, 10_000):
+            ids = range(start, min(start + 10_000, grants_count))
+            user_rows = [dict(id=f"usr_g{i}", email=f"g{i}@bench.example", name="G", avatar="", bio="",
+                              interest_tags=[], password_hash="-", created_at=now) for i in ids]
+            grant_rows = [dict(id=f"gnt_g{i}", app_id=seed["app_id"], user_id=f"usr_g{i}", scopes=["userinfo"],
+                               created_at=now, updated_at=now) for i in ids]
+            await db.transaction(lambda c, u=user_rows, g=grant_rows: (c.execute(insert(users_table), u),
+                                                                       c.execute(insert(grants), g)))
+        for start in range(0, tokens_count, 20_000):
+            rows = [dict(token_hash=opaque.digest(f"growth-{i}"), app_id=seed["app_id"],
+                         user_id=f"usr_g{i % grants_count}", grant_id=f"gnt_g{i % grants_count}", code_hash=None,
+                         asu=f"asu_g{i}", scopes=["userinfo"], created_at=now, expires_at=now + 86400)
+                    for i in range(start, min(start + 20_000, tokens_count))]
+            await db.transaction(lambda c, r=rows: c.execute(insert(rt_table), r))
+    finally:
+        await db.close()
+    # A database in steady state has planner statistics (autovacuum makes them); a fresh bulk load not yet.
+    engine = create_async_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.exec_driver_sql("ANALYZE")
+    finally:
+        await engine.dispose()
+
+
+def growth(wrk: str, seconds: int, pg_url: str, backend: str, tokens_count: int, grants_count: int) -> dict:
+    """Refresh latency on an empty database, then with the rows a large deployment has."""
+    with tempfile.TemporaryDirectory(prefix=f"lbauth-growth-{backend}-") as tmp:
+        deployment = Deployment(backend, 2, Path(tmp), pg_url)
+        asyncio.run(deployment.create_database())
+        try:
+            seed = asyncio.run(deployment.seed(codes_per_thread=10))
+            results = {}
+            for phase in ("empty", "filled"):
+                if phase == "filled":
+                    started = time.monotonic()
+                    asyncio.run(_fill(deployment.database_url, seed, grants_count, tokens_count))
+                    results["fill_seconds"] = round(time.monotonic() - started)
+                deployment.start()
+                try:
+                    tokens = token_set(deployment.url, seed)
+                    body = urlencode({"grant_type": "refresh_token", "refresh_token": tokens["refreshToken"],
+                                      "client_id": seed["client_id"], "client_secret": seed["client_secret"]})
+                    path = Path(tmp) / "refresh.lua"
+                    path.write_text(f'wrk.method = "POST"\nwrk.body = {json.dumps(body)}\n'
+                                    "wrk.headers['Content-Type'] = 'application/x-www-form-urlencoded'\n")
+                    run_wrk(wrk, deployment.url + "/api/oauth/token/refresh", 2, 8, str(path))  # warm caches
+                    results[phase] = run_wrk(wrk, deployment.url + "/api/oauth/token/refresh", seconds, 8, str(path))
+                finally:
+                    deployment.stop()
+        finally:
+            asyncio.run(deployment.drop_database())
+    results["p50_ratio"] = round(results["filled"]["p50_ms"] / max(results["empty"]["p50_ms"], 0.001), 3)
+    results["rows"] = {"refresh_tokens": tokens_count, "grants": grants_count}
+    return results
