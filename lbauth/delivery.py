@@ -86,10 +86,6 @@ class Deliverer:
         self._backlog = False  # the last claim filled every free slot: more may be due
         self.delivered = collections.Counter()  # outcome -> count, for metrics
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._tasks)
-
     async def run_once(self) -> int:
         """Claim what this process has room for and start delivering it; returns how many."""
         async with self._claim_lock:

@@ -182,7 +182,7 @@ def supervise(settings: Settings) -> None:
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                asyncio.run(serve_forever(settings, worker=number))
+                asyncio.run(serve_forever(settings))
             except BaseException:  # noqa: BLE001 - reported, and the supervisor starts another
                 log.exception("worker %d failed", number)
                 code = 1
@@ -214,7 +214,7 @@ def supervise(settings: Settings) -> None:
             spawn(number)
 
 
-async def serve_forever(settings: Settings, worker: int | None = None) -> None:
+async def serve_forever(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM, then stop accepting, finish, and close."""
     running = await start(settings)
     stopping = asyncio.Event()

@@ -51,7 +51,6 @@ class MasterKeys:
             raise ValueError("at least one master key is needed")
         self._keys = {key_id(k): AESGCM(k) for k in keys}
         self._raw = {key_id(k): k for k in keys}
-        self._primary = keys[0]
         self.primary_id = key_id(keys[0])
         self.ids = tuple(self._keys)
 

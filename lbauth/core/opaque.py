@@ -1,6 +1,7 @@
 """Opaque credentials (contract section 6): prefixed random strings, stored only as SHA-256.
 
 Codes `lba_ac_`, refresh tokens `lba_rt_`, user tokens `lba_ut_` and client secrets `lba_cs_`
+(access tokens, `lba_at_` + a JWT, are lbauth.verify's)
 carry 256 bits of randomness after the prefix. They are high-entropy, so a plain SHA-256 is the
 right hash (a slow password hash would only cap the token endpoint).
 """
@@ -13,7 +14,6 @@ import secrets
 
 # Prefixes, not secrets.
 CODE = "lba_ac_"
-ACCESS_TOKEN = "lba_at_"  # noqa: S105
 REFRESH_TOKEN = "lba_rt_"  # noqa: S105
 USER_TOKEN = "lba_ut_"  # noqa: S105
 CLIENT_SECRET = "lba_cs_"  # noqa: S105

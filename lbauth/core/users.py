@@ -31,11 +31,6 @@ def normalize_email(email: str) -> str:
     return email
 
 
-def public_user(row: Row) -> dict:
-    """The user as lbauth's own API and command line show it."""
-    return {"userId": row.id, "email": row.email, "name": row.name}
-
-
 async def create_user(db: Database, clock: Clock, *, email: str, name: str, password: str,
                       avatar: str = "", bio: str = "", interest_tags: Sequence[str] = ()) -> dict:
     email = normalize_email(email)
