@@ -169,6 +169,7 @@ async def test_refused_connection_is_retried_until_the_schedule_is_spent(srv, re
     closed = Receiver()
     url = closed.url
     await closed.stop()  # nothing listens there now
+    await srv.quiet()  # deliveries happen only when this test flushes, after the URL has changed
     setup, _, event_id = await revoke(srv, receiver)
     await srv.db.transaction(lambda c: c.execute(text("UPDATE apps SET webhook_url = :u"), {"u": url}))
     for _ in range(len(SCHEDULE) + 1):
@@ -224,6 +225,7 @@ async def test_production_refuses_to_deliver_to_private_addresses(tmp_path, data
     """A name that resolves to loopback after the URL was accepted: refused when connecting."""
     server = await start_server(tmp_path, database_url, env="production")
     try:
+        await server.quiet()  # deliveries happen only when this test flushes, after the URL has changed
         setup, _, event_id = await revoke(server, receiver, webhook_url="https://hooks.example/lbauth")
         await server.db.transaction(lambda c: c.execute(text("UPDATE apps SET webhook_url = :u"),
                                                         {"u": f"http://localhost:{receiver.port}/hook"}))

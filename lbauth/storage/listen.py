@@ -50,9 +50,18 @@ class Listener:
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("LISTEN %s failed: %s", self.channel, type(exc).__name__)
             finally:
-                if not conn.is_closed():
-                    conn.terminate()
+                await self._close(conn)
             await asyncio.sleep(RECONNECT_SECONDS)
+
+    @staticmethod
+    async def _close(conn: asyncpg.Connection) -> None:
+        """Close politely (a terminated connection leaves a future nobody reads); terminate if stuck."""
+        if conn.is_closed():
+            return
+        try:
+            await asyncio.wait_for(conn.close(), 1)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            conn.terminate()
 
     def _notified(self, *_args: object) -> None:
         """A burst of notifications becomes one read, plus one more if more came meanwhile."""
