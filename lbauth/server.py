@@ -35,6 +35,7 @@ log = logging.getLogger("lbauth.server")
 KEY_RELOAD_SECONDS = 5
 CHECKLIST_POLL_SECONDS = 2  # the fallback; PostgreSQL deployments hear revocations at once (NOTIFY)
 WEBHOOK_FLUSH_MS = 250
+CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db.py)
 DRAIN_SECONDS = 5
 
 
@@ -120,7 +121,9 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     running.periodic.append(PeriodicCallback(_guarded(reload_keys), KEY_RELOAD_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(deliverer.run_once), WEBHOOK_FLUSH_MS))
-    if not settings.is_sqlite:
+    if settings.is_sqlite:
+        running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
+    else:
         running.listener = Listener(settings.database_url, revocation.NOTIFY_CHANNEL,
                                     _guarded(services.poll_revocations))
         running.listener.start()

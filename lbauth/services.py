@@ -12,6 +12,7 @@ from lbauth.core.keys import KeyRing, load_keyring
 from lbauth.core.masterkey import MasterKeys, load_master_keys
 from lbauth.core.revocation import CheckList, refresh_checklist
 from lbauth.core.tokens import AccessTokens
+from lbauth.core.users import Profiles
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 
@@ -27,6 +28,7 @@ class Services:
 
     def __post_init__(self) -> None:
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
+        self.profiles = Profiles(self.db, self.clock)
 
     @property
     def app_policy(self) -> AppPolicy:

@@ -594,18 +594,52 @@ async def _fewest_statements(server, requests) -> int:
 
 
 async def test_statement_budgets(server):
+    """Issue 6: the full flow (authorize, exchange, /me) in at most 6 statements once the user has a
+    grant. Exchange is one statement on PostgreSQL (a data-modifying CTE), two on SQLite."""
     await server.quiet()
     s = await full_setup(server)
+    await code_for(server, s)  # the first approval creates the grant; later ones issue under it
+    authorizes = [lambda: authorize(server, s.token, s.client_id, s.redirect_uri)] * 3
+    authorize_count = await _fewest_statements(server, authorizes)
+    assert authorize_count == 3  # user token, app, code issued under the live grant
+
     codes = [await code_for(server, s) for _ in range(3)]
     exchanges = [lambda c=c: exchange(server, c, s.redirect_uri, s.client_id, s.client_secret) for c in codes]
-    assert await _fewest_statements(server, exchanges) <= 4
+    exchange_count = await _fewest_statements(server, exchanges)
+    assert exchange_count == (2 if server.db.is_sqlite else 1)
 
     tokens = await tokens_for(server, s)
     refreshes = [lambda: refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)] * 3
-    assert await _fewest_statements(server, refreshes) <= 3
+    assert await _fewest_statements(server, refreshes) == 1
 
+    me_count = await _statements(server, lambda: me(server, tokens["accessToken"]))
+    assert me_count <= 1  # the user's row, read once and then cached (users never change)
     mes = [lambda: me(server, tokens["accessToken"])] * 3
-    assert await _fewest_statements(server, mes) <= 1
+    assert await _fewest_statements(server, mes) == 0
+    assert authorize_count + exchange_count + me_count <= 6
+
+
+async def test_failed_redemptions_consume_nothing_and_name_the_right_error(server):
+    """The one-statement redemption matches the client too; a wrong secret, client or redirect URI
+    claims nothing, and the errors come in the order a client expects (client first)."""
+    s = await full_setup(server)
+    other = await full_setup(server)
+    code = await code_for(server, s)
+    (await exchange(server, code, s.redirect_uri, s.client_id, "wrong-secret")).assert_error(
+        401, "oauth2.client.secret_mismatch")
+    (await exchange(server, "not-a-code", s.redirect_uri, s.client_id, "wrong-secret")).assert_error(
+        401, "oauth2.client.secret_mismatch")
+    (await exchange(server, code, other.redirect_uri, other.client_id, other.client_secret)).assert_error(
+        400, "oauth2.code.invalid")
+    (await exchange(server, code, s.redirect_uri + "x", s.client_id, s.client_secret)).assert_error(
+        400, "oauth2.redirect_uri.mismatch")
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    assert r.status == 200, r.text  # none of the failures consumed the code
+    (await refresh(server, r.data["refreshToken"], s.client_id, "wrong-secret")).assert_error(
+        401, "oauth2.client.secret_mismatch")
+    (await refresh(server, r.data["refreshToken"], other.client_id, other.client_secret)).assert_error(
+        400, "oauth2.refresh_token.invalid")
+    assert (await refresh(server, r.data["refreshToken"], s.client_id, s.client_secret)).status == 200
 
 
 async def test_access_token_verification_reads_no_database(server):

@@ -152,17 +152,20 @@ async def grant_covers(db: Database, user_id: str, request: AuthorizationRequest
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
            ttl: int) -> None:
     app_id = request.app.id
-    grant = grants_repo.live_grant(conn, user_id, app_id)
-    if grant is None:
-        grant_id, held = opaque.new_id("gnt_"), ()
-        grants_repo.insert_grant(conn, id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
-                                 created_at=now, updated_at=now)
-        asu = grants_repo.subject(conn, user_id, app_id)
-    else:
-        grant_id, held, asu = grant.id, tuple(grant.scopes), grant.asu
+    code = {"code_hash": code_hash, "redirect_uri": request.redirect_uri, "scopes": list(request.scopes),
+            "challenge": request.code_challenge, "now": now, "expires_at": now + ttl}
+    # Usually the user already has a live grant: the code is issued under it in one statement.
+    issued = codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=app_id, **code)
+    if issued is not None:
+        held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
         if union != list(held):  # a second approval extends the grant to the union
-            grants_repo.set_scopes(conn, grant_id, union, now)
+            grants_repo.set_scopes(conn, issued.grant_id, union, now)
+        return
+    grant_id = opaque.new_id("gnt_")
+    grants_repo.insert_grant(conn, id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
+                             created_at=now, updated_at=now)
+    asu = grants_repo.subject(conn, user_id, app_id)
     if asu is None:  # created once per (app, user), never changed
         asu = opaque.new_id("asu_")
         grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, created_at=now)

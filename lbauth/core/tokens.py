@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,37 +98,66 @@ def pkce_challenge(verifier: str) -> str:
 
 
 async def authenticate_client(db: Database, client_id: str, client_secret: str) -> Row:
-    """The app, if the secret is right; the same error whether the client or the secret is wrong,
-    after the same constant-time comparison."""
-    app = await db.read(apps_repo.by_client_id, client_id)
-    if not opaque.matches(client_secret, app.client_secret_hash if app else _DUMMY_DIGEST) or app is None:
-        raise errors.ClientSecretMismatch()
+    """The app, if the secret is right; the same error whether the client or the secret is wrong."""
+    app = await db.read(_checked_client, client_id, opaque.digest(client_secret))
+    if isinstance(app, errors.LbauthError):
+        raise app
     return app
 
 
-@dataclass(frozen=True)
-class _Claimed:
-    user_id: str
-    grant_id: str
-    asu: str
-    scopes: tuple[str, ...]
+def _checked_client(conn: Connection, client_id: str, secret_digest: str) -> Row | errors.LbauthError:
+    """The app, or ClientSecretMismatch after the same constant-time comparison either way."""
+    app = apps_repo.by_client_id(conn, client_id)
+    if not hmac.compare_digest(secret_digest, app.client_secret_hash if app else _DUMMY_DIGEST) or app is None:
+        return errors.ClientSecretMismatch()
+    return app
 
 
-def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifier: str | None, now: int, jti: str,
-            refresh_token: str, refresh_ttl: int, access_ttl: int) -> _Claimed | errors.LbauthError:
-    """One transaction: claim the code and store the refresh token; or find out why not. A code
-    used before has what its first redemption issued revoked here (RFC 6749 4.1.2), so this
-    returns the error instead of raising it: the revocation must be committed."""
+async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, client_id: str, client_secret: str,
+                        code: str, redirect_uri: str, code_verifier: str | None) -> TokenSet:
+    """Spec 4.3: a code for a token set, exactly once, for the client it was issued to.
+
+    The hot path is one unit of work that authenticates the client, claims the code and stores
+    the refresh token (repo/codes.py: one statement on PostgreSQL, two on SQLite). Only when it
+    claims nothing does a second one find out why, in the order a client expects its errors:
+    the client's credentials first, then the code.
+    """
+    now, jti = int(clock.now()), new_jti()
+    secret_digest = opaque.digest(client_secret)
+    refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
+    settings = tokens.settings
+    claimed = None
+    if opaque.has_prefix(code, opaque.CODE):
+        challenge = pkce_challenge(code_verifier) if code_verifier is not None else None
+        claimed = await db.transaction(
+            codes_repo.redeem, single_statement=True, code_hash=opaque.digest(code), client_id=client_id,
+            client_secret_hash=secret_digest, redirect_uri=redirect_uri, challenge=challenge, now=now,
+            access_jti=jti, refresh_hash=opaque.digest(refresh_token),
+            refresh_expires_at=now + settings.refresh_token_ttl)
+    if claimed is None:
+        error = await db.transaction(_why_not_redeemed, client_id=client_id, secret_digest=secret_digest, code=code,
+                                     redirect_uri=redirect_uri, now=now, access_ttl=settings.access_token_ttl)
+        if isinstance(error, errors.CodeUsed):
+            await refresh_checklist(db, clock, tokens.checklist)
+        raise error
+    scopes = tuple(claimed.scopes)
+    access_token = tokens.mint(user_id=claimed.user_id, client_id=client_id, scopes=scopes,
+                               grant_id=claimed.grant_id, asu=claimed.asu, jti=jti,
+                               now=await tokens.issue_time(claimed.grant_id))
+    return TokenSet(access_token, refresh_token, settings.access_token_ttl, scopes)
+
+
+def _why_not_redeemed(conn: Connection, *, client_id: str, secret_digest: str, code: str, redirect_uri: str,
+                      now: int, access_ttl: int) -> errors.LbauthError:
+    """Why a code was not redeemed. A code used before has what its first redemption issued
+    revoked here (RFC 6749 4.1.2), so this returns the error instead of raising it: the
+    revocation must be committed."""
+    app = _checked_client(conn, client_id, secret_digest)
+    if isinstance(app, errors.LbauthError):
+        return app
+    if not opaque.has_prefix(code, opaque.CODE):
+        return errors.CodeInvalid()
     code_hash = opaque.digest(code)
-    challenge = pkce_challenge(verifier) if verifier is not None else None
-    claimed = codes_repo.claim(conn, code_hash=code_hash, app_id=app.id, redirect_uri=redirect_uri,
-                               challenge=challenge, now=now, access_jti=jti)
-    if claimed is not None:
-        tokens_repo.insert_refresh_token(conn, token_hash=opaque.digest(refresh_token), app_id=app.id,
-                                         user_id=claimed.user_id, grant_id=claimed.grant_id, code_hash=code_hash,
-                                         asu=claimed.asu, scopes=list(claimed.scopes), created_at=now,
-                                         expires_at=now + refresh_ttl)
-        return _Claimed(claimed.user_id, claimed.grant_id, claimed.asu, tuple(claimed.scopes))
     row = codes_repo.by_hash(conn, code_hash)
     if row is None or row.app_id != app.id or row.revoked_at is not None:
         return errors.CodeInvalid()
@@ -148,37 +178,20 @@ def _redeem(conn: Connection, *, app: Row, code: str, redirect_uri: str, verifie
     return errors.CodeVerifierInvalid()  # the only check left: the verifier does not match the challenge
 
 
-async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row, code: str,
-                        redirect_uri: str, code_verifier: str | None) -> TokenSet:
-    """Spec 4.3: a code for a token set, exactly once."""
-    if not opaque.has_prefix(code, opaque.CODE):
-        raise errors.CodeInvalid()
-    now, jti = int(clock.now()), new_jti()
-    refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
-    settings = tokens.settings
-    outcome = await db.transaction(_redeem, app=app, code=code, redirect_uri=redirect_uri, verifier=code_verifier,
-                                   now=now, jti=jti, refresh_token=refresh_token,
-                                   refresh_ttl=settings.refresh_token_ttl, access_ttl=settings.access_token_ttl)
-    if not isinstance(outcome, _Claimed):
-        if isinstance(outcome, errors.CodeUsed):
-            await refresh_checklist(db, clock, tokens.checklist)
-        raise outcome
-    access_token = tokens.mint(user_id=outcome.user_id, client_id=app.client_id, scopes=outcome.scopes,
-                               grant_id=outcome.grant_id, asu=outcome.asu, jti=jti,
-                               now=await tokens.issue_time(outcome.grant_id))
-    return TokenSet(access_token, refresh_token, settings.access_token_ttl, outcome.scopes)
-
-
-async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row, refresh_token: str,
-                  scope: tuple[str, ...] | None = None) -> TokenSet:
+async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, client_id: str, client_secret: str,
+                  refresh_token: str, scope: tuple[str, ...] | None = None) -> TokenSet:
     """Spec 4.4: a new access token; the refresh token is returned unchanged (no rotation).
-    `scope` (RFC 6749 6) may narrow the new token to a subset of the granted scopes."""
-    if not opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
-        raise errors.RefreshTokenInvalid()
-    row = await db.read(tokens_repo.by_hash, opaque.digest(refresh_token))
+    `scope` (RFC 6749 6) may narrow the new token to a subset of the granted scopes.
+    One statement finds the token and authenticates its client; a second, only on failure,
+    says whether the client or the token was wrong."""
+    secret_digest = opaque.digest(client_secret)
+    row = None
+    if opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
+        row = await db.read(tokens_repo.for_client, opaque.digest(refresh_token), client_id, secret_digest)
+    if row is None:  # bound to its client (contract 6): another app's token is as good as none
+        app = await db.read(_checked_client, client_id, secret_digest)
+        raise app if isinstance(app, errors.LbauthError) else errors.RefreshTokenInvalid()
     now = int(clock.now())
-    if row is None or row.app_id != app.id:  # bound to its client (contract 6)
-        raise errors.RefreshTokenInvalid()
     if row.revoked_at is not None:
         raise errors.RefreshTokenRevoked()
     if row.expires_at <= now:
@@ -188,7 +201,7 @@ async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, app: Row,
         if not set(scope) <= set(granted):
             raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
         granted = scope
-    access_token = tokens.mint(user_id=row.user_id, client_id=app.client_id, scopes=granted, grant_id=row.grant_id,
+    access_token = tokens.mint(user_id=row.user_id, client_id=client_id, scopes=granted, grant_id=row.grant_id,
                                asu=row.asu, jti=new_jti(), now=await tokens.issue_time(row.grant_id))
     return TokenSet(access_token, refresh_token, tokens.settings.access_token_ttl, granted)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -80,3 +81,32 @@ async def user_for_token(db: Database, clock: Clock, token: str) -> Row:
 async def logout(db: Database, clock: Clock, token: str) -> None:
     if opaque.has_prefix(token, opaque.USER_TOKEN):
         await db.transaction(repo.revoke_token, opaque.digest(token), int(clock.now()))
+
+
+class Profiles:
+    """Users by id for the identity endpoints (spec 4.5, 4.6), cached per process.
+
+    A user row never changes once created (no command or endpoint edits or deletes one), so a
+    cached row is the row; the time limit only bounds how long an operator's direct edit of the
+    table would go unseen. Bounded: the least recently used rows go first."""
+
+    MAX_AGE_SECONDS = 60
+    MAX_ENTRIES = 50_000
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db, self.clock = db, clock
+        self._rows: OrderedDict[str, tuple[float, Row]] = OrderedDict()
+
+    async def by_id(self, user_id: str) -> Row | None:
+        now = self.clock.now()
+        cached = self._rows.get(user_id)
+        if cached is not None and cached[0] > now:
+            self._rows.move_to_end(user_id)
+            return cached[1]
+        row = await self.db.read(repo.by_id, user_id)
+        if row is not None:
+            self._rows[user_id] = (now + self.MAX_AGE_SECONDS, row)
+            self._rows.move_to_end(user_id)
+            while len(self._rows) > self.MAX_ENTRIES:
+                self._rows.popitem(last=False)
+        return row

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from lbauth.errors import ScopeInsufficient, TokenInvalid
 from lbauth.handlers.base import BaseHandler
-from lbauth.storage.repo import users as users_repo
 
 
 class AccessTokenHandler(BaseHandler):
     required_scope: str | None = None
 
     async def token_user(self):
-        """The verified claims (no database read) and then the user they name (one read)."""
+        """The verified claims (no database read) and then the user they name (a cached row)."""
         claims = self.services.tokens.check(self.bearer_token())
         if self.required_scope and self.required_scope not in claims["scope"].split():
             raise ScopeInsufficient(f"This resource needs the {self.required_scope} scope.")
-        user = await self.services.db.read(users_repo.by_id, claims["sub"])
+        user = await self.services.profiles.by_id(claims["sub"])
         if user is None:
             raise TokenInvalid()
         return claims, user

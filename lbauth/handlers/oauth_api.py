@@ -51,8 +51,8 @@ class TokenCodeHandler(TokenHandler):
         s = self.services
         code, redirect_uri, client_id, client_secret, verifier = self.fields(
             "code", "redirect_uri", "client_id", "client_secret")
-        app = await tokens.authenticate_client(s.db, client_id, client_secret)
-        token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, app=app, code=code, redirect_uri=redirect_uri,
+        token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, client_id=client_id,
+                                               client_secret=client_secret, code=code, redirect_uri=redirect_uri,
                                                code_verifier=verifier)
         self.send_data(token_set.envelope_data())
 
@@ -67,6 +67,6 @@ class TokenRefreshHandler(TokenHandler):
         refresh_token, client_id, client_secret, verifier = self.fields("refresh_token", "client_id", "client_secret")
         if verifier is not None:
             raise ValidationFailed("code_verifier is not a refresh parameter")
-        app = await tokens.authenticate_client(s.db, client_id, client_secret)
-        token_set = await tokens.refresh(s.db, s.clock, s.tokens, app=app, refresh_token=refresh_token)
+        token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=client_secret,
+                                         refresh_token=refresh_token)
         self.send_data(token_set.envelope_data())

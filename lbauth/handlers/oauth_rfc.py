@@ -87,18 +87,20 @@ class OAuthTokenHandler(ClientAuthenticatedHandler):
         (grant_type,) = self.form("grant_type")
         if grant_type not in ("authorization_code", "refresh_token"):
             raise errors.GrantTypeInvalid("Supported grant types: authorization_code, refresh_token.")
-        app = await self.client()
+        client_id, secret = self.client_credentials(self._form)
+        # Authenticated first, so a bad client hears invalid_client before any grant error (RFC 6749 5.2).
+        await tokens.authenticate_client(s.db, client_id, secret)
         form = self._form
         if grant_type == "authorization_code":
             code, redirect_uri = require(form, "code", "redirect_uri")
-            token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, app=app, code=code,
-                                                   redirect_uri=redirect_uri,
+            token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, client_id=client_id, client_secret=secret,
+                                                   code=code, redirect_uri=redirect_uri,
                                                    code_verifier=form.get("code_verifier") or None)
         else:
             (refresh_token,) = require(form, "refresh_token")
             scope = scopes.parse_space_separated(form["scope"]) if form.get("scope") else None
-            token_set = await tokens.refresh(s.db, s.clock, s.tokens, app=app, refresh_token=refresh_token,
-                                             scope=scope)
+            token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=secret,
+                                             refresh_token=refresh_token, scope=scope)
         self.send_json(token_set.rfc6749())
 
 

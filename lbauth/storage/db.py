@@ -5,10 +5,13 @@ all its reads and writes; the function never commits (the caller owns the transa
 no other I/O, so no transaction is ever held open across a network call.
 
 - PostgreSQL: the async engine (asyncpg); the function runs through `AsyncConnection.run_sync`.
-- SQLite: the whole function runs in one hop to a worker thread, on SQLAlchemy's synchronous
-  engine over the same file. aiosqlite (the async engine, kept for migrations and the command
-  line) hops to its thread for every statement, begin, commit and pool reset: about 11 hops per
-  transaction, each costing more than the statement (docs/performance.md).
+- SQLite: the function runs on the event loop's own thread, on one connection of SQLAlchemy's
+  synchronous engine kept open for the process. A unit of work is a few statements against a
+  local file (tens of microseconds); a hop to a worker thread costs more than that. Nothing on
+  this path ever waits: the loop's connection has no busy timeout, and when another process
+  holds the write lock (or, rarely, a reader meets SQLITE_BUSY) the unit of work is handed to
+  a worker thread that waits for the lock instead. WAL checkpoints, which write back and fsync,
+  run off the loop too (`checkpoint`). aiosqlite, the async engine, is kept for migrations.
 """
 
 from __future__ import annotations
@@ -32,13 +35,21 @@ from lbauth.errors import ServerUnavailable
 T = TypeVar("T")
 
 RETRY_AFTER_SECONDS = 5
-SQLITE_READERS = 3
+SQLITE_READERS = 2
 SQLITE_WRITE_WAIT = 5.0
 # How long a request waits for the database before it answers 503 instead of hanging.
 CONNECT_TIMEOUT_SECONDS = 2
 POOL_TIMEOUT_SECONDS = 3
 
 _READONLY = "lbauth_readonly"
+
+
+class _WouldWait(Exception):
+    """SQLite is busy; the unit of work goes to a thread that may wait."""
+
+
+def _is_busy(exc: sa_exc.OperationalError) -> bool:
+    return "locked" in str(exc.orig) or "busy" in str(exc.orig)
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -65,11 +76,18 @@ class Database:
             # writers queue here instead of racing for SQLite's lock (whose busy handler sleeps);
             # readers run side by side in WAL mode on their own threads.
             sync_url = make_url(url).set(drivername="sqlite")
+            # The loop's own connection: never waits (busy timeout 0), never checkpoints.
+            self._loop_engine: Engine | None = create_engine(
+                sync_url, pool_size=1, max_overflow=0, pool_reset_on_return=None,
+                connect_args={"check_same_thread": False, "timeout": 0})
+            self._listen(self._loop_engine, busy_timeout_ms=0, autocheckpoint=False)
+            self._loop_conn: Connection | None = None
+            # The fallbacks, on worker threads, which may wait: readers side by side (WAL), and one
+            # writer per process that retries BEGIN IMMEDIATE itself (see _begin_write): SQLite's
+            # own busy handler sleeps in steps of up to 100 ms, which set the p99 of every write.
             self.sync_engine: Engine | None = create_engine(
                 sync_url, pool_size=SQLITE_READERS, max_overflow=0, pool_timeout=POOL_TIMEOUT_SECONDS,
                 pool_reset_on_return=None, connect_args={"check_same_thread": False, "timeout": 5})
-            # The writer waits for the write lock itself (see _begin_write): SQLite's own busy
-            # handler sleeps in steps of up to 100 ms, which set the p99 of every write.
             self._write_engine: Engine | None = create_engine(
                 sync_url, pool_size=1, max_overflow=0, pool_reset_on_return=None,
                 connect_args={"check_same_thread": False, "timeout": 0})
@@ -86,9 +104,10 @@ class Database:
                 pool_reset_on_return=None,
                 connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
             self.sync_engine, self._write_engine, self._threads, self._writer = None, None, None, None
+            self._loop_engine, self._loop_conn = None, None
         self._listen(self.engine.sync_engine)
 
-    def _listen(self, sync_engine: Engine, busy_timeout_ms: int = 5000) -> None:
+    def _listen(self, sync_engine: Engine, busy_timeout_ms: int = 5000, autocheckpoint: bool = True) -> None:
 
         @event.listens_for(sync_engine, "before_cursor_execute")
         def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
@@ -103,8 +122,10 @@ class Database:
             # We issue BEGIN ourselves (below), so the driver's own transaction handling is off.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}",
-                           "synchronous=NORMAL"):
+            pragmas = ["journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}", "synchronous=NORMAL"]
+            if not autocheckpoint:
+                pragmas.append("wal_autocheckpoint=0")
+            for pragma in pragmas:
                 cursor.execute(f"PRAGMA {pragma}")
             cursor.close()
 
@@ -115,12 +136,25 @@ class Database:
             readonly = conn.get_execution_options().get(_READONLY, False)
             conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
-    async def transaction(self, work: Callable[..., T], *args: Any, readonly: bool = False, **kwargs: Any) -> T:
+    async def transaction(self, work: Callable[..., T], *args: Any, readonly: bool = False,
+                          single_statement: bool = False, **kwargs: Any) -> T:
         """Run `work(connection, *args, **kwargs)` in one transaction: committed if it returns, rolled
-        back if it raises. An unreachable database becomes `ServerUnavailable` (503, Retry-After)."""
+        back if it raises. An unreachable database becomes `ServerUnavailable` (503, Retry-After).
+
+        `readonly`, or `single_statement` (the work sends one statement on PostgreSQL), lets
+        PostgreSQL run it in autocommit: the statement is its own transaction, with no BEGIN and
+        COMMIT round trips."""
         if kwargs:
             work = functools.partial(work, **kwargs)
         if self._threads is not None:
+            try:
+                return self._on_loop(work, args, readonly)
+            except _WouldWait:
+                pass
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise self._unavailable() from exc
+                raise
             try:
                 return await asyncio.get_running_loop().run_in_executor(
                     self._threads if readonly else self._writer, self._in_thread, work, args, readonly)
@@ -134,8 +168,8 @@ class Database:
         except Exception as exc:  # any failure to get a connection: the database is not there
             raise self._unavailable() from exc
         try:
-            if readonly:  # a read needs no BEGIN and COMMIT round trips
-                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: True})
+            if readonly or single_statement:
+                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: readonly})
             async with conn.begin():
                 return await conn.run_sync(work, *args)
         except Exception as exc:
@@ -144,6 +178,47 @@ class Database:
             raise
         finally:
             await conn.close()
+
+    def _on_loop(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
+        """The unit of work on the loop's connection, or `_WouldWait` (before any effect) when
+        SQLite is busy: another process holds the write lock."""
+        conn = self._loop_conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._loop_conn = self._loop_engine.connect()
+        conn.execution_options(**{_READONLY: readonly})
+        try:
+            transaction = conn.begin()
+        except sa_exc.OperationalError as exc:
+            if _is_busy(exc):
+                conn.rollback()
+                raise _WouldWait from exc
+            raise
+        try:
+            result = work(conn, *args)
+        except sa_exc.OperationalError as exc:
+            transaction.rollback()
+            if readonly and _is_busy(exc):  # a read has no effect to undo: run it where it may wait
+                raise _WouldWait from exc
+            raise
+        except BaseException:
+            transaction.rollback()
+            raise
+        transaction.commit()
+        return result
+
+    async def checkpoint(self) -> None:
+        """SQLite: copy the WAL back into the database file (and fsync) on a worker thread; the
+        loop's connection never does it. Run periodically by the server. PostgreSQL: nothing."""
+        if self._writer is not None:
+            def passive() -> None:
+                # Outside any transaction (a SQLAlchemy connection would BEGIN IMMEDIATE first and
+                # hold the write lock throughout); PASSIVE never waits for readers or writers.
+                raw = self._write_engine.raw_connection()
+                try:
+                    raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
+                finally:
+                    raw.close()
+            await asyncio.get_running_loop().run_in_executor(self._writer, passive)
 
     def _in_thread(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
         if readonly:
@@ -172,7 +247,7 @@ class Database:
                 conn.begin()
                 return
             except sa_exc.OperationalError as exc:
-                if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
                 conn.rollback()
                 time.sleep(pause)
@@ -196,6 +271,9 @@ class Database:
     async def close(self) -> None:
         await self.engine.dispose()
         if self.sync_engine is not None:
+            if self._loop_conn is not None:
+                self._loop_conn.close()
+            self._loop_engine.dispose()
             self._threads.shutdown(wait=True)
             self._writer.shutdown(wait=True)
             self.sync_engine.dispose()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, insert, select, update
 
 from lbauth.storage.models import apps, users
 
 _WITH_OWNER = select(apps, users.c.email.label("owner_email")).join(users, users.c.id == apps.c.owner_id)
+_BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  # built once: see repo/codes.py
 
 
 def insert_app(conn: Connection, **values: object) -> None:
@@ -14,7 +15,7 @@ def insert_app(conn: Connection, **values: object) -> None:
 
 
 def by_client_id(conn: Connection, client_id: str) -> Row | None:
-    return conn.execute(_WITH_OWNER.where(apps.c.client_id == client_id)).first()
+    return conn.execute(_BY_CLIENT_ID, {"client_id": client_id}).first()
 
 
 def all_apps(conn: Connection, owner_id: str | None = None) -> list[Row]:

@@ -1,30 +1,95 @@
-"""Authorization codes: issued once, redeemed at most once (spec section 2)."""
+"""Authorization codes: issued once, redeemed at most once (spec section 2).
+
+The hot-path statements are built once, with bind parameters: SQLAlchemy then reuses their
+compiled form without rebuilding the expression on every request (docs/performance.md).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import JSON, BigInteger, Connection, Row, String, bindparam, insert, literal_column, select, update
 
+from lbauth.storage.models import apps, grants, refresh_tokens, subjects
 from lbauth.storage.models import authorization_codes as codes
+
+# Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
+# Typed: PostgreSQL must know their types where they feed an INSERT ... SELECT.
+_NOW, _CHALLENGE = bindparam("p_now", type_=BigInteger), bindparam("p_challenge", type_=String)
+_CODE_HASH, _REDIRECT_URI = bindparam("p_code_hash", type_=String), bindparam("p_redirect_uri", type_=String)
+
+_CLIENT = (select(apps.c.id)
+           .where(apps.c.client_id == bindparam("p_client_id"),
+                  apps.c.client_secret_hash == bindparam("p_client_secret_hash"))
+           .scalar_subquery())
+
+# Of any number of concurrent claims exactly one matches `used_at IS NULL` (STYLE habit 5);
+# nothing is consumed when a check fails. The client's credentials are matched here too, by
+# digest, like the code itself: a wrong secret claims nothing.
+_CLAIM = (update(codes)
+          .where(codes.c.code_hash == _CODE_HASH, codes.c.app_id == _CLIENT, codes.c.redirect_uri == _REDIRECT_URI,
+                 codes.c.code_challenge.is_not_distinct_from(_CHALLENGE), codes.c.used_at.is_(None),
+                 codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
+          .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
+          .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes))
+
+# PostgreSQL: claim and store the refresh token in one statement (a data-modifying CTE), one
+# round trip. SQLite has no data-modifying CTEs: there the claim's RETURNING row feeds an insert.
+_CLAIMED = _CLAIM.cte("claimed")
+_REDEEM_IN_ONE = (
+    insert(refresh_tokens)
+    .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
+                  "expires_at"],
+                 select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
+                        _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
+                        bindparam("p_refresh_expires_at", type_=BigInteger)))
+    .add_cte(_CLAIMED, nest_here=True)
+    .returning(refresh_tokens.c.app_id, refresh_tokens.c.user_id, refresh_tokens.c.grant_id, refresh_tokens.c.asu,
+               refresh_tokens.c.scopes))
+_STORE = insert(refresh_tokens)
+
+_FROM_GRANT = (
+    insert(codes)
+    .from_select(["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
+                  "created_at", "expires_at"],
+                 select(_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
+                        bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW,
+                        bindparam("p_expires_at", type_=BigInteger))
+                 .join_from(grants, subjects,
+                            (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
+                 .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
+                        grants.c.revoked_at.is_(None)))
+    # The grant's scopes, to extend it if this approval asks for more. Written out: SQLite allows
+    # a subquery in RETURNING, but SQLAlchemy does not correlate one there.
+    .returning(codes.c.grant_id, literal_column(
+        "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes")))
 
 
 def insert_code(conn: Connection, **values: object) -> None:
     conn.execute(insert(codes).values(**values))
 
 
-def claim(conn: Connection, *, code_hash: str, app_id: str, redirect_uri: str, challenge: str | None, now: int,
-          access_jti: str) -> Row | None:
-    """Mark the code used if, and only if, everything about it is right, in one statement.
+def insert_from_live_grant(conn: Connection, **values: object) -> Row | None:
+    """A code under the user's live grant for the app, in one statement: its grant id and the
+    grant's scopes, or None when there is no live grant (the caller creates one)."""
+    return conn.execute(_FROM_GRANT, {f"p_{k}": v for k, v in values.items()}).first()
 
-    The row count decides the race: of any number of concurrent claims exactly one matches
-    `used_at IS NULL` (STYLE habit 5). Nothing is consumed when a check fails.
-    """
-    statement = (update(codes)
-                 .where(codes.c.code_hash == code_hash, codes.c.app_id == app_id,
-                        codes.c.redirect_uri == redirect_uri, codes.c.code_challenge.is_not_distinct_from(challenge),
-                        codes.c.used_at.is_(None), codes.c.revoked_at.is_(None), codes.c.expires_at > now)
-                 .values(used_at=now, access_jti=access_jti)
-                 .returning(codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes))
-    return conn.execute(statement).first()
+
+def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
+           challenge: str | None, now: int, access_jti: str, refresh_hash: str,
+           refresh_expires_at: int) -> Row | None:
+    """Claim the code and store its refresh token, if and only if the client, the redirect URI,
+    the PKCE challenge and the code's state are all right: (app_id, user_id, grant_id, asu,
+    scopes), or None, having changed nothing."""
+    params = {"p_code_hash": code_hash, "p_client_id": client_id, "p_client_secret_hash": client_secret_hash,
+              "p_redirect_uri": redirect_uri, "p_challenge": challenge, "p_now": now, "p_access_jti": access_jti,
+              "p_refresh_hash": refresh_hash, "p_refresh_expires_at": refresh_expires_at}
+    if conn.dialect.name == "postgresql":
+        return conn.execute(_REDEEM_IN_ONE, params).first()
+    claimed = conn.execute(_CLAIM, params).first()
+    if claimed is not None:
+        conn.execute(_STORE, {"token_hash": refresh_hash, "app_id": claimed.app_id, "user_id": claimed.user_id,
+                              "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
+                              "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at})
+    return claimed
 
 
 def by_hash(conn: Connection, code_hash: str) -> Row | None:

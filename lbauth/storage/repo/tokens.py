@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, insert, select, update
 
-from lbauth.storage.models import refresh_tokens
+from lbauth.storage.models import apps, refresh_tokens
+
+# The refresh hot path in one statement: the token, if the client presenting it is its app and
+# the secret's digest is right (matched like the token's own digest). Built once: see repo/codes.py.
+_FOR_CLIENT = (select(refresh_tokens).join(apps, apps.c.id == refresh_tokens.c.app_id)
+               .where(refresh_tokens.c.token_hash == bindparam("token_hash"),
+                      apps.c.client_id == bindparam("client_id"),
+                      apps.c.client_secret_hash == bindparam("client_secret_hash")))
 
 
 def insert_refresh_token(conn: Connection, **values: object) -> None:
@@ -13,6 +20,11 @@ def insert_refresh_token(conn: Connection, **values: object) -> None:
 
 def by_hash(conn: Connection, token_hash: str) -> Row | None:
     return conn.execute(select(refresh_tokens).where(refresh_tokens.c.token_hash == token_hash)).first()
+
+
+def for_client(conn: Connection, token_hash: str, client_id: str, client_secret_hash: str) -> Row | None:
+    return conn.execute(_FOR_CLIENT, {"token_hash": token_hash, "client_id": client_id,
+                                      "client_secret_hash": client_secret_hash}).first()
 
 
 def revoke_one(conn: Connection, token_hash: str, now: int) -> None:
