@@ -8,10 +8,11 @@ no other I/O, so no transaction is ever held open across a network call.
 - SQLite: the function runs on the event loop's own thread, on one connection of SQLAlchemy's
   synchronous engine kept open for the process. A unit of work is a few statements against a
   local file (tens of microseconds); a hop to a worker thread costs more than that. Nothing on
-  this path ever waits: the loop's connection has no busy timeout, and when another process
-  holds the write lock (or, rarely, a reader meets SQLITE_BUSY) the unit of work is handed to
-  a worker thread that waits for the lock instead. WAL checkpoints, which write back and fsync,
-  run off the loop too (`checkpoint`). aiosqlite, the async engine, is kept for migrations.
+  this path blocks: the loop's connection has no busy timeout; a write that finds another
+  process holding the write lock yields to the loop and tries again, and a read that meets
+  SQLITE_BUSY (rare in WAL mode) runs on a worker thread that may wait. WAL checkpoints, which
+  write back and fsync, run off the loop too (`checkpoint`). aiosqlite, the async engine, is
+  kept for migrations.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def is_unavailable(exc: BaseException) -> bool:
 
 
 class Database:
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 16) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
@@ -72,9 +73,6 @@ class Database:
                 os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
             self.engine: AsyncEngine = create_async_engine(url, pool_size=pool_size,
                                                            pool_timeout=POOL_TIMEOUT_SECONDS)
-            # Units of work: one thread hop each. One writer thread per process, so this process's
-            # writers queue here instead of racing for SQLite's lock (whose busy handler sleeps);
-            # readers run side by side in WAL mode on their own threads.
             sync_url = make_url(url).set(drivername="sqlite")
             # The loop's own connection: never waits (busy timeout 0), never checkpoints.
             self._loop_engine: Engine | None = create_engine(
@@ -82,29 +80,23 @@ class Database:
                 connect_args={"check_same_thread": False, "timeout": 0})
             self._listen(self._loop_engine, busy_timeout_ms=0, autocheckpoint=False)
             self._loop_conn: Connection | None = None
-            # The fallbacks, on worker threads, which may wait: readers side by side (WAL), and one
-            # writer per process that retries BEGIN IMMEDIATE itself (see _begin_write): SQLite's
-            # own busy handler sleeps in steps of up to 100 ms, which set the p99 of every write.
+            # Worker threads, which may wait: reads that met SQLITE_BUSY, and checkpoints.
             self.sync_engine: Engine | None = create_engine(
                 sync_url, pool_size=SQLITE_READERS, max_overflow=0, pool_timeout=POOL_TIMEOUT_SECONDS,
                 pool_reset_on_return=None, connect_args={"check_same_thread": False, "timeout": 5})
-            self._write_engine: Engine | None = create_engine(
-                sync_url, pool_size=1, max_overflow=0, pool_reset_on_return=None,
-                connect_args={"check_same_thread": False, "timeout": 0})
-            self._writer: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="lbauth-sqlite-w")
             self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(SQLITE_READERS,
-                                                                          thread_name_prefix="lbauth-sqlite-r")
+                                                                          thread_name_prefix="lbauth-sqlite")
             self._listen(self.sync_engine)
-            self._listen(self._write_engine, busy_timeout_ms=0)
         else:
             # Every transaction ends in COMMIT or ROLLBACK here, so the pool's reset-on-return
-            # rollback would be one more round trip for nothing.
+            # rollback would be one more round trip for nothing. No overflow: an overflow
+            # connection is closed when returned, so a burst would open (and TLS-negotiate) a new
+            # connection per request; requests beyond the pool wait their turn instead.
             self.engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=POOL_TIMEOUT_SECONDS,
+                url, pool_size=pool_size, max_overflow=0, pool_timeout=POOL_TIMEOUT_SECONDS,
                 pool_reset_on_return=None,
                 connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
-            self.sync_engine, self._write_engine, self._threads, self._writer = None, None, None, None
-            self._loop_engine, self._loop_conn = None, None
+            self.sync_engine, self._threads, self._loop_engine, self._loop_conn = None, None, None, None
         self._listen(self.engine.sync_engine)
 
     def _listen(self, sync_engine: Engine, busy_timeout_ms: int = 5000, autocheckpoint: bool = True) -> None:
@@ -148,16 +140,7 @@ class Database:
             work = functools.partial(work, **kwargs)
         if self._threads is not None:
             try:
-                return self._on_loop(work, args, readonly)
-            except _WouldWait:
-                pass
-            except Exception as exc:
-                if is_unavailable(exc):
-                    raise self._unavailable() from exc
-                raise
-            try:
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._threads if readonly else self._writer, self._in_thread, work, args, readonly)
+                return await self._sqlite_transaction(work, args, readonly)
             except Exception as exc:
                 if is_unavailable(exc):
                     raise self._unavailable() from exc
@@ -178,6 +161,24 @@ class Database:
             raise
         finally:
             await conn.close()
+
+    async def _sqlite_transaction(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
+        """On the loop's connection. While another process holds the write lock, a write yields to
+        the loop and tries again every fraction of a millisecond, for up to SQLITE_WRITE_WAIT
+        seconds (SQLite's own busy handler sleeps in steps of up to 100 ms, which set the p99 of
+        every write); a read that meets SQLITE_BUSY runs on a thread that may wait."""
+        deadline, pause = time.monotonic() + SQLITE_WRITE_WAIT, 0.0
+        while True:
+            try:
+                return self._on_loop(work, args, readonly)
+            except _WouldWait as busy:
+                if readonly:
+                    break
+                if time.monotonic() > deadline:
+                    raise busy.__cause__ from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2 or 0.0001, 0.004)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._read_in_thread, work, args)
 
     def _on_loop(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
         """The unit of work on the loop's connection, or `_WouldWait` (before any effect) when
@@ -209,49 +210,22 @@ class Database:
     async def checkpoint(self) -> None:
         """SQLite: copy the WAL back into the database file (and fsync) on a worker thread; the
         loop's connection never does it. Run periodically by the server. PostgreSQL: nothing."""
-        if self._writer is not None:
+        if self._threads is not None:
             def passive() -> None:
-                # Outside any transaction (a SQLAlchemy connection would BEGIN IMMEDIATE first and
-                # hold the write lock throughout); PASSIVE never waits for readers or writers.
-                raw = self._write_engine.raw_connection()
+                # Outside any transaction (a SQLAlchemy connection would BEGIN first); PASSIVE
+                # never waits for readers or writers.
+                raw = self.sync_engine.raw_connection()
                 try:
                     raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
                 finally:
                     raw.close()
-            await asyncio.get_running_loop().run_in_executor(self._writer, passive)
+            await asyncio.get_running_loop().run_in_executor(self._threads, passive)
 
-    def _in_thread(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
-        if readonly:
-            with self.sync_engine.connect() as conn:
-                conn = conn.execution_options(**{_READONLY: True})
-                with conn.begin():
-                    return work(conn, *args)
-        with self._write_engine.connect() as conn:
-            self._begin_write(conn)
-            try:
-                result = work(conn, *args)
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-            return result
-
-    @staticmethod
-    def _begin_write(conn: Connection) -> None:
-        """BEGIN IMMEDIATE, retried every fraction of a millisecond while another process writes,
-        for up to SQLITE_WRITE_WAIT seconds."""
-        deadline = time.monotonic() + SQLITE_WRITE_WAIT
-        pause = 0.0002
-        while True:
-            try:
-                conn.begin()
-                return
-            except sa_exc.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
-                    raise
-                conn.rollback()
-                time.sleep(pause)
-                pause = min(pause * 2, 0.004)
+    def _read_in_thread(self, work: Callable[..., T], args: tuple) -> T:
+        with self.sync_engine.connect() as conn:
+            conn = conn.execution_options(**{_READONLY: True})
+            with conn.begin():
+                return work(conn, *args)
 
     @staticmethod
     def _unavailable() -> ServerUnavailable:
@@ -275,6 +249,4 @@ class Database:
                 self._loop_conn.close()
             self._loop_engine.dispose()
             self._threads.shutdown(wait=True)
-            self._writer.shutdown(wait=True)
             self.sync_engine.dispose()
-            self._write_engine.dispose()
