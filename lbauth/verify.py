@@ -120,12 +120,18 @@ def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issu
     if not _number(exp) or not _number(iat) or not all(isinstance(claims[c], str) for c in
                                                         ("sub", "client_id", "scope", "jti")):
         raise _invalid()
-    leeway = min(max(leeway, 0), MAX_LEEWAY)
-    if iat > now + leeway:
-        raise _invalid("The access token was issued in the future.")
-    if exp <= now - leeway:
-        raise TokenError("oauth2.token.expired", 401, "The access token has expired.")
+    check_times(claims, now, leeway)
     return claims
+
+
+def check_times(claims: Mapping[str, Any], now: float, leeway: float = 0) -> None:
+    """TokenError unless `now` lies between the token's `iat` and `exp` (RFC 7519 4.1.4, 4.1.6),
+    give or take `leeway` seconds (at most MAX_LEEWAY)."""
+    leeway = min(max(leeway, 0), MAX_LEEWAY)
+    if claims["iat"] > now + leeway:
+        raise _invalid("The access token was issued in the future.")
+    if claims["exp"] <= now - leeway:
+        raise TokenError("oauth2.token.expired", 401, "The access token has expired.")
 
 
 def require_scopes(claims: Mapping[str, Any], required: Iterable[str]) -> None:

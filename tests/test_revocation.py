@@ -699,3 +699,18 @@ async def test_cli_test_webhook_queues_an_event_and_touches_no_grant(server, dat
     assert (await refresh(server, t["refreshToken"], s.client_id, s.client_secret)).status == 200
     assert (await introspect(server, s, t["accessToken"]))["active"] is True
     assert (await feed(server)).data["items"] == []
+
+
+async def test_a_token_verified_before_is_still_refused_once_revoked_or_expired(server):
+    """The server remembers tokens whose signature it has checked (the bulk of /api/auth/me's cost);
+    what it remembers never outlives a revocation, the token's expiry or a signing-key change."""
+    s = await full_setup(server)
+    revoked, expiring = await tokens_for(server, s), await tokens_for(server, await full_setup(server))
+    for tokens in (revoked, expiring):
+        for _ in range(2):
+            assert (await server.client.get("/api/auth/me", bearer=tokens["accessToken"])).status == 200
+    assert (await revoke_app(server, s.token, s.client_id)).status == 200
+    (await server.client.get("/api/auth/me", bearer=revoked["accessToken"])).assert_error(401, "oauth2.token.revoked")
+    server.clock.advance(7200)
+    (await server.client.get("/api/auth/me", bearer=expiring["accessToken"])).assert_error(
+        401, "oauth2.token.expired")

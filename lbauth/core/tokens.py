@@ -25,7 +25,7 @@ from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.storage.repo import tokens as tokens_repo
-from lbauth.verify import PREFIX, TokenError, decode_access_token
+from lbauth.verify import PREFIX, TokenError, check_times, decode_access_token
 
 _DUMMY_DIGEST = opaque.digest("lbauth: no such client")
 
@@ -51,8 +51,12 @@ class TokenSet:
 class AccessTokens:
     """Mints and checks access tokens with the process's current key ring and check-list."""
 
+    VERIFIED_MAX = 100_000  # verified tokens remembered (check)
+
     def __init__(self, settings: Settings, clock: Clock, keyring: Callable[[], KeyRing], checklist: CheckList) -> None:
         self.settings, self.clock, self._keyring, self.checklist = settings, clock, keyring, checklist
+        self._verified: dict[bytes, dict[str, Any]] = {}
+        self._verified_version: object = None
 
     async def issue_time(self, grant_id: str) -> int:
         """Now, in whole seconds, but past any revocation of this grant: a grant entry on the
@@ -76,10 +80,26 @@ class AccessTokens:
 
     def check(self, token: str) -> dict[str, Any]:
         """The claims of a live access token, or the error to answer (no database read). No leeway:
-        the server mints and checks with one clock; resource services allow for skew (lbauth.verify)."""
+        the server mints and checks with one clock; resource services allow for skew (lbauth.verify).
+
+        A token whose signature this process has verified before is not verified again (the
+        signature is most of the cost of /api/auth/me): its claims are kept by the token's
+        SHA-256 until the key ring changes. Its times and the check-list are checked every time."""
+        keyring, now = self._keyring(), self.clock.now()
+        if keyring.version != self._verified_version:
+            self._verified.clear()
+            self._verified_version = keyring.version
+        fingerprint = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
         try:
-            claims = decode_access_token(token, self._keyring().public_keys, issuer=self.settings.issuer,
-                                         audience=self.settings.audience, now=self.clock.now(), leeway=0)
+            claims = self._verified.get(fingerprint)
+            if claims is None:
+                claims = decode_access_token(token, keyring.public_keys, issuer=self.settings.issuer,
+                                             audience=self.settings.audience, now=now, leeway=0)
+                if len(self._verified) >= self.VERIFIED_MAX:
+                    del self._verified[next(iter(self._verified))]  # the oldest
+                self._verified[fingerprint] = claims
+            else:
+                check_times(claims, now)
         except TokenError as exc:
             raise errors.by_sub_code(exc.sub_code)() from None
         if self.checklist.is_revoked(claims.get("gid"), claims["jti"], claims["iat"]):
