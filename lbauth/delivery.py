@@ -83,34 +83,39 @@ class Deliverer:
         self._tasks: set[asyncio.Task] = set()
         self._by_app: collections.Counter[str] = collections.Counter()
         self._claim_lock = asyncio.Lock()  # one claim at a time per process
-        self._backlog = False  # the last claim filled every free slot: more may be due
+        self._backlog = False  # the last claim found work: more may be due
+        self._look_again = False  # asked for while a claim was under way
         self.delivered = collections.Counter()  # outcome -> count, for metrics
 
     async def run_once(self) -> int:
-        """Claim what this process has room for and start delivering it; returns how many."""
+        """Claim what this process has room for and start delivering it; returns how many. A call
+        made while a claim is under way asks that claim to look once more, and returns 0."""
+        self._look_again = True
+        if self._claim_lock.locked():
+            return 0
+        started = 0
         async with self._claim_lock:
-            room = self.max_in_flight - len(self._tasks)
-            if room <= 0:
-                return 0
-            claimed = await outbox.claim_due(self.services.db, self.services.clock, room,
-                                             lease_seconds(self.services.settings.webhook_timeout))
-            started = 0
-            for event in claimed:
-                if self._by_app[event.app_id] >= self.per_app:
-                    await outbox.release(self.services.db, event.event_id)
-                    continue
-                self._by_app[event.app_id] += 1
-                task = asyncio.ensure_future(self._deliver(event))
-                self._tasks.add(task)
-                task.add_done_callback(self._finished)
-                started += 1
-            self._backlog = len(claimed) == room
-            return started
+            while self._look_again:
+                self._look_again = False
+                room = self.max_in_flight - len(self._tasks)
+                if room <= 0:
+                    break
+                claimed = await outbox.claim_due(self.services.db, self.services.clock, room,
+                                                 lease_seconds(self.services.settings.webhook_timeout),
+                                                 per_app=self.per_app, in_flight=self._by_app)
+                for event in claimed:
+                    self._by_app[event.app_id] += 1
+                    task = asyncio.ensure_future(self._deliver(event))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._finished)
+                started += len(claimed)
+                # More may be due: what was found, or what an app at its limit could not take.
+                self._backlog = bool(claimed) or max(self._by_app.values(), default=0) >= self.per_app
+        return started
 
     def _finished(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if self._backlog and not self._claim_lock.locked():  # claim again now, not at the next tick
-            self._backlog = False
+        if self._backlog:  # a slot is free: claim again now, not at the next tick
             asyncio.ensure_future(self._claim_more())
 
     async def _claim_more(self) -> None:
@@ -126,7 +131,11 @@ class Deliverer:
 
     async def flush(self) -> None:
         """Deliver everything due now, including the retries that come due meanwhile (tests, tools)."""
-        while await self.run_once() or self._tasks:
+        while True:
+            while self._claim_lock.locked():  # a claim under way (the periodic one) finishes first
+                await asyncio.sleep(0.001)
+            if not await self.run_once() and not self._tasks and not self._claim_lock.locked():
+                return
             await self.drain()
 
     async def _deliver(self, event: outbox.Claimed) -> None:

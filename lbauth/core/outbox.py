@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -91,11 +91,14 @@ class Claimed:
     attempts: int
 
 
-async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int) -> list[Claimed]:
+async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int, *, per_app: int,
+                    in_flight: Mapping[str, int]) -> list[Claimed]:
+    """Lease what is due, within the claimer's room: `limit` in all, `per_app` per app counting
+    its deliveries `in_flight`."""
     now = int(clock.now())
     if not await db.read(repo.any_due, now):
         return []
-    rows = await db.transaction(repo.claim_due, now, now + lease_seconds, limit)
+    rows = await db.transaction(repo.claim_due, now, now + lease_seconds, limit, per_app, in_flight)
     return [Claimed(r.id, r.app_id, r.client_id, r.webhook_url, r.webhook_secret_sealed, r.payload,
                     r.round_attempts, r.attempts) for r in rows]
 
@@ -124,11 +127,6 @@ async def record(db: Database, clock: Clock, event: Claimed, *, status: int | No
             apps_repo.update_app(conn, event.app_id, webhook_disabled_at=now, updated_at=now)
     await db.transaction(work)
     return outcome
-
-
-async def release(db: Database, event_id: str) -> None:
-    """Give a claimed event back without an attempt (this process has no room for its app)."""
-    await db.transaction(repo.update_event, event_id, lease_until=None)
 
 
 async def send_test(db: Database, clock: Clock, client_id: str) -> dict:

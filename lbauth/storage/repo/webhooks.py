@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections
+from collections.abc import Mapping
+
 from sqlalchemy import Connection, Row, insert, or_, select, update
 
 from lbauth.storage.models import apps, webhook_attempts, webhook_events
@@ -28,13 +31,25 @@ def any_due(conn: Connection, now: int) -> bool:
     return conn.execute(_due(now).limit(1)).first() is not None
 
 
-def claim_due(conn: Connection, now: int, lease_until: int, limit: int) -> list[Row]:
-    """Lease up to `limit` due events of apps whose webhook is on. Concurrent claimers never get the
-    same event: PostgreSQL skips rows another transaction has locked (FOR UPDATE SKIP LOCKED);
-    SQLite runs one writer at a time (BEGIN IMMEDIATE)."""
-    due = (_due(now).order_by(webhook_events.c.next_attempt_at, webhook_events.c.created_at)
-           .limit(limit).with_for_update(of=webhook_events, skip_locked=True))
-    ids = list(conn.execute(due).scalars())
+def claim_due(conn: Connection, now: int, lease_until: int, limit: int, per_app: int,
+              in_flight: Mapping[str, int]) -> list[Row]:
+    """Lease up to `limit` due events of apps whose webhook is on, at most `per_app` per app
+    counting the `in_flight` ones. Concurrent claimers never get the same event: PostgreSQL skips
+    rows another transaction has locked (FOR UPDATE SKIP LOCKED); SQLite runs one writer at a
+    time (BEGIN IMMEDIATE)."""
+    query = _due(now).add_columns(webhook_events.c.app_id)
+    full = [app_id for app_id, count in in_flight.items() if count >= per_app]
+    if full:
+        query = query.where(webhook_events.c.app_id.not_in(full))
+    due = (query.order_by(webhook_events.c.next_attempt_at, webhook_events.c.created_at)
+           .limit(limit * per_app).with_for_update(of=webhook_events, skip_locked=True))
+    ids, counts = [], collections.Counter(in_flight)
+    for event_id, app_id in conn.execute(due):
+        if counts[app_id] < per_app:
+            ids.append(event_id)
+            counts[app_id] += 1
+            if len(ids) == limit:
+                break
     if not ids:
         return []
     conn.execute(update(webhook_events).where(webhook_events.c.id.in_(ids)).values(lease_until=lease_until))
