@@ -10,6 +10,7 @@ from lbauth.clock import Clock
 from lbauth.core.apps import AppPolicy
 from lbauth.core.keys import KeyRing, load_keyring
 from lbauth.core.masterkey import MasterKeys, load_master_keys
+from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.revocation import CheckList, refresh_checklist
 from lbauth.core.tokens import AccessTokens
 from lbauth.core.users import Profiles
@@ -29,6 +30,7 @@ class Services:
     def __post_init__(self) -> None:
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.profiles = Profiles(self.db, self.clock)
+        self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
 
     @property
     def app_policy(self) -> AppPolicy:

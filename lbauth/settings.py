@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,7 +48,9 @@ class Settings:
     max_body_bytes: int = 1_048_576
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: int = 10
-    rate_limits: bool = True
+    # on (the defaults in lbauth/core/ratelimit.py), off, or overrides such as
+    # "login-account=5/60,token-client=100/10" (requests/seconds; the others keep their defaults)
+    rate_limits: bool | tuple[tuple[str, int, int], ...] = True
     metrics_token: str | None = None
     log_level: str = "INFO"
 
@@ -112,6 +115,26 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
             raise ValueError(f"must be one of {', '.join(options)} (got {text!r})")
         return text
     return parse
+
+
+_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address)=(\d+)/(\d+)")
+
+
+def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
+    """on, off, or comma-separated `kind=requests/seconds` overrides (which turn limits on)."""
+    if isinstance(value, bool | tuple):
+        return value
+    text = str(value).strip().lower()
+    if "=" not in text:
+        return _switch(text)
+    overrides = []
+    for part in text.split(","):
+        match = _RATE_LIMIT.fullmatch(part.strip())
+        if not match or int(match[2]) < 1 or int(match[3]) < 1:
+            raise ValueError("must be on, off, or overrides like login-account=5/60,token-client=100/10 "
+                             "(kinds: token-client, token-address, login-account, login-address)")
+        overrides.append((match[1], int(match[2]), int(match[3])))
+    return tuple(overrides)
 
 
 def _switch(value: Any) -> bool:
@@ -188,7 +211,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_body_bytes": _positive_int,
     "webhook_retry_schedule": _schedule,
     "webhook_timeout": _whole_seconds,
-    "rate_limits": _switch,
+    "rate_limits": _rate_limits,
     "metrics_token": _text,
     "log_level": _log_level,
 }

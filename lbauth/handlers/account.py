@@ -14,6 +14,7 @@ class LoginHandler(BaseHandler):
         email, password = require(self.json_body(), "email", "password")
         if not isinstance(email, str) or not isinstance(password, str):
             raise ValidationFailed("email and password must be strings")
+        self.limit_login(email)
         s = self.services
         session = await users.login(s.db, s.clock, s.settings.user_token_ttl, email, password)
         self.send_data({"token": session.token, "expiresIn": session.expires_in})

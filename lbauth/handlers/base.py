@@ -207,6 +207,16 @@ class BaseHandler(tornado.web.RequestHandler):
             if name in self.request.query_arguments:
                 raise ValidationFailed(f"{name} must be sent in the request body, not in the query string")
 
+    def limit_token_request(self, client_id: str) -> None:
+        """Rate limits of the token endpoints: per client and per source address (429)."""
+        self.services.rate_limits.hit("token-address", self.request.remote_ip or "")
+        self.services.rate_limits.hit("token-client", client_id)
+
+    def limit_login(self, email: str) -> None:
+        """Rate limits of password logins: per account and per source address (429)."""
+        self.services.rate_limits.hit("login-address", self.request.remote_ip or "")
+        self.services.rate_limits.hit("login-account", email.strip())
+
     def set_token_response_headers(self) -> None:
         """RFC 6749 5.1: token responses are never cached."""
         self.set_header("Cache-Control", "no-store")

@@ -51,6 +51,7 @@ class TokenCodeHandler(TokenHandler):
         s = self.services
         code, redirect_uri, client_id, client_secret, verifier = self.fields(
             "code", "redirect_uri", "client_id", "client_secret")
+        self.limit_token_request(client_id)
         token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, client_id=client_id,
                                                client_secret=client_secret, code=code, redirect_uri=redirect_uri,
                                                code_verifier=verifier)
@@ -65,6 +66,7 @@ class TokenRefreshHandler(TokenHandler):
     async def post(self) -> None:
         s = self.services
         refresh_token, client_id, client_secret, verifier = self.fields("refresh_token", "client_id", "client_secret")
+        self.limit_token_request(client_id)
         if verifier is not None:
             raise ValidationFailed("code_verifier is not a refresh parameter")
         token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=client_secret,

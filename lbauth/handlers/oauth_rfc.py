@@ -76,6 +76,7 @@ class ClientAuthenticatedHandler(RfcHandler):
 
     async def client(self) -> Row:
         client_id, secret = self.client_credentials(self._form)
+        self.limit_token_request(client_id)
         return await tokens.authenticate_client(self.services.db, client_id, secret)
 
 
@@ -88,6 +89,7 @@ class OAuthTokenHandler(ClientAuthenticatedHandler):
         if grant_type not in ("authorization_code", "refresh_token"):
             raise errors.GrantTypeInvalid("Supported grant types: authorization_code, refresh_token.")
         client_id, secret = self.client_credentials(self._form)
+        self.limit_token_request(client_id)
         # Authenticated first, so a bad client hears invalid_client before any grant error (RFC 6749 5.2).
         await tokens.authenticate_client(s.db, client_id, secret)
         form = self._form

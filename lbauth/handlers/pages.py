@@ -129,6 +129,7 @@ class LoginPage(PageHandler):
     async def post(self) -> None:
         form = self.form()
         next_url = safe_next(form.get("next"))
+        self.limit_login(form.get("email", ""))
         s = self.services
         try:
             session = await users.login(s.db, s.clock, s.settings.user_token_ttl, form.get("email", ""),
