@@ -41,7 +41,10 @@ ROUTES = [
     # Operations
     (r"/healthz", ops.HealthHandler),
     (r"/readyz", ops.ReadyHandler),
+    (r"/metrics", ops.MetricsHandler),
 ]
+# The metrics' route label: the URL pattern that answered, not the path (which may hold ids).
+_ROUTE_OF = {handler: pattern for pattern, handler in ROUTES}
 
 
 def make_app(services: Services) -> tornado.web.Application:
@@ -66,7 +69,13 @@ def cookie_settings(services: Services) -> dict:
 
 
 def _log_request(handler: tornado.web.RequestHandler) -> None:
-    """One access-log line per request: the path only, never the query string or the body."""
-    request = handler.request
-    logs.event(_access_log, "request", method=request.method, path=request.path, status=handler.get_status(),
-               ms=round(request.request_time() * 1000, 2), requestId=getattr(handler, "request_id", None))
+    """One access-log line per request (the path only, never the query string or the body), and
+    the request's metrics."""
+    request, status, seconds = handler.request, handler.get_status(), handler.request.request_time()
+    logs.event(_access_log, "request", method=request.method, path=request.path, status=status,
+               ms=round(seconds * 1000, 2), requestId=getattr(handler, "request_id", None))
+    services = getattr(handler, "services", None)
+    if services is not None:
+        route = _ROUTE_OF.get(type(handler), "unmatched")
+        services.metrics.requests.labels(route, request.method, str(status)).inc()
+        services.metrics.latency.labels(route).observe(seconds)

@@ -85,7 +85,6 @@ class Deliverer:
         self._claim_lock = asyncio.Lock()  # one claim at a time per process
         self._backlog = False  # the last claim found work: more may be due
         self._look_again = False  # asked for while a claim was under way
-        self.delivered = collections.Counter()  # outcome -> count, for metrics
 
     async def run_once(self) -> int:
         """Claim what this process has room for and start delivering it; returns how many. A call
@@ -145,7 +144,7 @@ class Deliverer:
             outcome = await outbox.record(s.db, s.clock, event, status=status, latency_ms=latency_ms, error=error,
                                           retry_after=retry_after, schedule=s.settings.webhook_retry_schedule,
                                           forced=forced)
-            self.delivered[outcome.value] += 1
+            s.metrics.deliveries.labels(outcome.value).inc()
             logs.event(log, "webhook attempt", eventId=event.event_id, clientId=event.client_id, status=status,
                        outcome=outcome.value, ms=latency_ms, error=error)
         except Exception:  # noqa: BLE001 - the lease runs out and the event is tried again

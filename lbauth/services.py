@@ -14,6 +14,7 @@ from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.revocation import CheckList, refresh_checklist
 from lbauth.core.tokens import AccessTokens
 from lbauth.core.users import Profiles
+from lbauth.metrics import Metrics
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 
@@ -31,6 +32,7 @@ class Services:
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.profiles = Profiles(self.db, self.clock)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
+        self.metrics = Metrics()
 
     @property
     def app_policy(self) -> AppPolicy:

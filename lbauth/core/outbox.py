@@ -187,3 +187,9 @@ async def redeliver(db: Database, clock: Clock, event_id: str) -> dict:
         repo.update_event(conn, event_id, status="pending", next_attempt_at=now, round_attempts=0, lease_until=None)
         return repo.by_id(conn, event_id)
     return view(await db.transaction(work))
+
+
+async def pending_summary(db: Database, clock: Clock) -> tuple[int, int]:
+    """(events waiting to be delivered, seconds the oldest has waited), for /metrics."""
+    count, oldest = await db.read(repo.pending_summary)
+    return count, max(0, int(clock.now()) - oldest) if oldest is not None else 0

@@ -110,6 +110,7 @@ class BaseHandler(tornado.web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Every error, whatever raised it, leaves as the envelope; never with a traceback."""
         error = self._as_lbauth_error(status_code, kwargs.get("exc_info"))
+        self.services.metrics.refusals.labels(error.sub_code).inc()
         self.clear()  # drop headers a half-done handler set, then put back the defaults
         self.set_header("X-Request-Id", getattr(self, "request_id", "") or secrets.token_hex(8))
         self.set_status(error.status)

@@ -55,6 +55,7 @@ class TokenCodeHandler(TokenHandler):
         token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, client_id=client_id,
                                                client_secret=client_secret, code=code, redirect_uri=redirect_uri,
                                                code_verifier=verifier)
+        s.metrics.tokens_issued.labels("authorization_code").inc()
         self.send_data(token_set.envelope_data())
 
 
@@ -71,4 +72,5 @@ class TokenRefreshHandler(TokenHandler):
             raise ValidationFailed("code_verifier is not a refresh parameter")
         token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=client_secret,
                                          refresh_token=refresh_token)
+        s.metrics.tokens_issued.labels("refresh_token").inc()
         self.send_data(token_set.envelope_data())

@@ -103,6 +103,7 @@ class OAuthTokenHandler(ClientAuthenticatedHandler):
             scope = scopes.parse_space_separated(form["scope"]) if form.get("scope") else None
             token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=secret,
                                              refresh_token=refresh_token, scope=scope)
+        s.metrics.tokens_issued.labels(grant_type).inc()
         self.send_json(token_set.rfc6749())
 
 

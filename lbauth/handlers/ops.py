@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from lbauth.errors import ServerUnavailable
+import hmac
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from lbauth.core import outbox
+from lbauth.errors import NotFound, ServerUnavailable, TokenInvalid
 from lbauth.handlers.base import BaseHandler
 
 
@@ -20,3 +25,24 @@ class ReadyHandler(BaseHandler):
         if not await self.services.db.ping():
             raise ServerUnavailable("The database is not reachable.", headers={"Retry-After": "5"})
         self.send_data({"status": "ready"})
+
+
+class MetricsHandler(BaseHandler):
+    """GET /metrics: Prometheus text. Open in development; in production it needs
+    `Authorization: Bearer <LBAUTH_METRICS_TOKEN>`, and does not exist when that is unset."""
+
+    async def get(self) -> None:
+        s = self.services
+        if not s.settings.development:
+            if not s.settings.metrics_token:
+                raise NotFound()
+            if not hmac.compare_digest(self.bearer_token().encode(), s.settings.metrics_token.encode()):
+                raise TokenInvalid("A valid metrics token is required.")
+        m = s.metrics
+        m.checklist_size.set(len(s.checklist))
+        if await s.db.ping():  # the gauges from the database; the counters even when it is away
+            pending, oldest_age = await outbox.pending_summary(s.db, s.clock)
+            m.outbox_depth.set(pending)
+            m.outbox_oldest.set(oldest_age)
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(m.render())

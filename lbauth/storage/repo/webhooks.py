@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping
 
-from sqlalchemy import Connection, Row, insert, or_, select, update
+from sqlalchemy import Connection, Row, func, insert, or_, select, update
 
 from lbauth.storage.models import apps, webhook_attempts, webhook_events
 
@@ -82,3 +82,10 @@ def attempts(conn: Connection, event_ids: list[str]) -> list[Row]:
     return list(conn.execute(select(webhook_attempts).where(webhook_attempts.c.event_id.in_(event_ids))
                              .order_by(webhook_attempts.c.id)))
 
+
+
+def pending_summary(conn: Connection) -> tuple[int, int | None]:
+    """How many events wait to be delivered, and when the oldest of them was created."""
+    count, oldest = conn.execute(select(func.count(), func.min(webhook_events.c.created_at))
+                                 .where(webhook_events.c.status == "pending")).one()
+    return count, oldest

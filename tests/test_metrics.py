@@ -1,0 +1,93 @@
+"""GET /metrics (contract section 13): Prometheus text that prometheus-client's own parser reads,
+counters that move with the traffic, and the access rule (open in development; a bearer token in
+production; absent when no token is configured)."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import start_server
+from tests.flow_helpers import exchange, full_setup, refresh, tokens_for
+
+METRICS_TOKEN = "metrics-token-for-tests-0123456789"
+
+
+@pytest.fixture
+async def dev(tmp_path, database_url):
+    srv = await start_server(tmp_path, database_url, env="development")
+    yield srv
+    srv.client.close()
+    await srv.running.stop()
+
+
+async def scrape(server, bearer: str | None = None) -> dict[tuple[str, tuple], float]:
+    r = await server.client.get("/metrics", bearer=bearer)
+    assert r.status == 200, r.text
+    assert r.headers["Content-Type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(r.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_counters_move_with_the_traffic(dev):
+    before = await scrape(dev)
+    s = await full_setup(dev)
+    tokens = await tokens_for(dev, s)
+    assert (await refresh(dev, tokens["refreshToken"], s.client_id, s.client_secret)).status == 200
+    for _ in range(3):
+        assert (await dev.client.get("/api/auth/me", bearer=tokens["accessToken"])).status == 200
+    (await dev.client.get("/api/auth/me", bearer="lba_at_not.a.token")).assert_error(401, "oauth2.token.invalid")
+    (await exchange(dev, "lba_ac_unknown", s.redirect_uri, s.client_id, s.client_secret)).assert_error(
+        400, "oauth2.code.invalid")
+    after = await scrape(dev)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("lbauth_http_requests_total", route="/api/auth/me", method="GET", status="200") == 3
+    assert moved("lbauth_http_requests_total", route="/api/auth/me", method="GET", status="401") == 1
+    assert moved("lbauth_http_request_duration_seconds_count", route="/api/auth/me") == 4
+    assert moved("lbauth_tokens_issued_total", grant_type="authorization_code") == 1
+    assert moved("lbauth_tokens_issued_total", grant_type="refresh_token") == 1
+    assert moved("lbauth_refusals_total", sub_code="oauth2.token.invalid") == 1
+    assert moved("lbauth_refusals_total", sub_code="oauth2.code.invalid") == 1
+    # The gauges are read at scrape time.
+    assert ("lbauth_webhook_outbox_pending", ()) in after
+    assert ("lbauth_webhook_outbox_oldest_pending_seconds", ()) in after
+    assert ("lbauth_checklist_entries", ()) in after
+
+
+async def test_outbox_and_check_list_gauges_follow_a_revocation(dev):
+    s = await full_setup(dev)  # no webhook URL: the event is recorded failed at once, never pending
+    await tokens_for(dev, s)
+    await dev.quiet()
+    before = await scrape(dev)
+    r = await dev.client.delete(f"/api/auth/authorizations/{s.client_id}", bearer=s.token)
+    assert r.status == 200, r.text
+    after = await scrape(dev)
+    assert value(after, "lbauth_checklist_entries") == value(before, "lbauth_checklist_entries") + 1
+
+
+async def test_production_needs_the_metrics_token(tmp_path, database_url):
+    off = await start_server(tmp_path, database_url)
+    try:
+        (await off.client.get("/metrics")).assert_error(404, "request.not_found")
+    finally:
+        off.client.close()
+        await off.running.stop()
+    on = await start_server(tmp_path, database_url, environ={"LBAUTH_METRICS_TOKEN": METRICS_TOKEN})
+    try:
+        (await on.client.get("/metrics")).assert_error(401, "oauth2.token.missing")
+        (await on.client.get("/metrics", bearer="wrong")).assert_error(401, "oauth2.token.invalid")
+        samples = await scrape(on, bearer=METRICS_TOKEN)
+        assert any(name == "lbauth_http_requests_total" for name, _ in samples)
+    finally:
+        on.client.close()
+        await on.running.stop()
