@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import tornado.web
 
 from lbauth import logs
-from lbauth.handlers import account, account_pages, identity, oauth_api, oauth_rfc, ops, pages, wellknown
+from lbauth.handlers import account, account_pages, console, identity, oauth_api, oauth_rfc, ops, pages, wellknown
 from lbauth.handlers.authorize_page import AuthorizePage
 from lbauth.handlers.base import NotFoundHandler
 from lbauth.services import Services
@@ -38,6 +38,9 @@ ROUTES = [
     (r"/logout", pages.LogoutPage),
     (r"/account/apps", account_pages.ConnectedAppsPage),
     (r"/account/apps/([^/]+)/revoke", account_pages.RevokeAppPage),
+    (r"/console/?", console.ConsoleHome),
+    (r"/console/apps/new", console.NewAppPage),
+    (r"/console/apps/([^/]+)", console.AppPage),
     # Operations
     (r"/healthz", ops.HealthHandler),
     (r"/readyz", ops.ReadyHandler),

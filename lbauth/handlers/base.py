@@ -174,10 +174,11 @@ class BaseHandler(tornado.web.RequestHandler):
             raise ValidationFailed("The body must be a JSON object.")
         return value
 
-    def form_body(self) -> dict[str, str]:
+    def form_body(self, lists: tuple[str, ...] = ()) -> dict[str, Any]:
         """An `application/x-www-form-urlencoded` body as single values. Any other content type
         counts as no fields at all, so a JSON body gets `Field required` (spec 4.3). A parameter
-        sent twice is refused (RFC 6749 3.2)."""
+        sent twice is refused (RFC 6749 3.2), except those named in `lists` (a page's checkboxes),
+        which come as lists."""
         content_type = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type != _FORM:
             return {}
@@ -188,7 +189,7 @@ class BaseHandler(tornado.web.RequestHandler):
             raise ValidationFailed("The body is not valid UTF-8.") from None
         except ValueError:
             raise ValidationFailed("The body has too many fields.") from None
-        return single_values(pairs)
+        return single_values(pairs, lists)
 
 
     def bearer_token(self) -> str:
@@ -224,14 +225,17 @@ class BaseHandler(tornado.web.RequestHandler):
         self.set_header("Pragma", "no-cache")
 
 
-def single_values(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    form: dict[str, str] = {}
+def single_values(pairs: list[tuple[str, str]], lists: tuple[str, ...] = ()) -> dict[str, Any]:
+    form: dict[str, Any] = {name: [] for name in lists}
     for name, value in pairs:
-        if name in form:
-            raise ValidationFailed(f"Parameter sent more than once: {name[:40]}")
         if "\x00" in value or "\x00" in name:
             raise ValidationFailed(f"Parameter contains a NUL character: {name[:40]}")
-        form[name] = value
+        if name in lists:
+            form[name].append(value)
+        elif name in form:
+            raise ValidationFailed(f"Parameter sent more than once: {name[:40]}")
+        else:
+            form[name] = value
     return form
 
 

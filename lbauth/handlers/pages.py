@@ -37,6 +37,7 @@ class PageHandler(BaseHandler):
 
     user: Row | None = None
     form_targets: tuple[str, ...] = ()  # extra CSP form-action sources (a consent redirect target)
+    script_src: str | None = None  # pages run no script, except the console's own file
 
     def set_default_headers(self) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -47,8 +48,9 @@ class PageHandler(BaseHandler):
 
     def _set_csp(self) -> None:
         form_action = " ".join(("'self'", *self.form_targets))
+        script = f"script-src {self.script_src}; " if self.script_src else ""
         self.set_header("Content-Security-Policy",
-                        f"default-src 'none'; style-src 'self'; img-src 'self' https: data:; "
+                        f"default-src 'none'; {script}style-src 'self'; img-src 'self' https: data:; "
                         f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'")
 
     async def prepare(self) -> None:
@@ -78,10 +80,11 @@ class PageHandler(BaseHandler):
 
     # ---- forms -----------------------------------------------------------------------------------
 
-    def form(self) -> dict[str, str]:
+    def form(self, lists: tuple[str, ...] = ()) -> dict[str, Any]:
         """The POSTed form after its XSRF token is checked (Tornado's double-submit cookie)."""
-        form = self.form_body()
-        self.request.body_arguments = {k: [v.encode()] for k, v in form.items()}
+        form = self.form_body(lists)
+        self.request.body_arguments = {k: [x.encode() for x in v] if k in lists else [v.encode()]
+                                       for k, v in form.items()}
         self.request.arguments = {**self.request.query_arguments, **self.request.body_arguments}
         tornado.web.RequestHandler.check_xsrf_cookie(self)
         return form

@@ -1,0 +1,139 @@
+"""{auth_url}/console/: app owners register and run their apps (contract section 12). A signed-in
+user sees and changes only the apps they own; secrets are shown once, on the page that made them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row
+
+from lbauth.core import apps, outbox, scopes
+from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
+from lbauth.handlers.pages import PageHandler
+
+_NOTICES = {
+    "saved": "Changes saved.",
+    "test": "Test webhook queued. Its delivery appears below within seconds; reload to see it.",
+    "redelivered": "Event queued again for delivery.",
+    "enabled": "Webhook re-enabled.",
+}
+
+
+class ConsolePage(PageHandler):
+    script_src = "'self'"  # static/console.js: the copy buttons
+    def signed_in(self) -> bool:
+        if self.user is None:
+            self.login_form(self.request.path)
+            return False
+        return True
+
+    async def owned_app(self, client_id: str) -> Row:
+        """The app, if the signed-in user owns it; 404 for any other (no hint that it exists)."""
+        row = await apps.get_app(self.services.db, client_id)
+        if row.owner_id != self.user.id:
+            raise ApplicationNotFound()
+        return row
+
+    async def render_app(self, client_id: str, status: int = 200, **context: Any) -> None:
+        s = self.services
+        app = apps.view(await self.owned_app(client_id))
+        events = (await outbox.list_events(s.db, client_id=client_id))[:50]
+        attempts = await outbox.attempts_of(s.db, [e["eventId"] for e in events])
+        self.render_page("console_app.html", status=status, app=app, events=events, attempts=attempts,
+                         meanings=scopes.SCOPES, notice=_NOTICES.get(self.get_query_argument("done", "")),
+                         secrets=context.pop("secrets", {}), error=context.pop("error", None),
+                         created=context.pop("created", False), **context)
+
+    def render_form_error(self, template: str, error: ValidationFailed, **context: Any) -> None:
+        self.render_page(template, status=400, error=error.message, meanings=scopes.SCOPES, **context)
+
+
+class ConsoleHome(ConsolePage):
+    """GET /console/: the apps the user owns."""
+
+    async def get(self) -> None:
+        if self.signed_in():
+            owned = await apps.list_apps(self.services.db, owner_id=self.user.id)
+            self.render_page("console_home.html", apps=owned)
+
+
+def _app_fields(form: dict[str, Any]) -> dict[str, Any]:
+    return {"name": form.get("name", ""),
+            "redirect_uris": [line.strip() for line in form.get("redirect_uris", "").splitlines() if line.strip()],
+            "allowed_scopes": form.get("scopes") or None,
+            "webhook_url": form.get("webhook_url", "").strip()}
+
+
+class NewAppPage(ConsolePage):
+    """GET/POST /console/apps/new: register an app; its two secrets are shown once."""
+
+    async def get(self) -> None:
+        if self.signed_in():
+            self.render_page("console_new.html", meanings=scopes.SCOPES, error=None, values={})
+
+    async def post(self) -> None:
+        form = self.form(lists=("scopes",))
+        if not self.signed_in():
+            return
+        s = self.services
+        fields = _app_fields(form)
+        try:
+            created = await apps.create_app(s.db, s.clock, s.master_keys, s.app_policy, owner_email=self.user.email,
+                                            name=fields["name"], redirect_uris=fields["redirect_uris"],
+                                            allowed_scopes=fields["allowed_scopes"],
+                                            webhook_url=fields["webhook_url"] or None)
+        except ValidationFailed as exc:
+            self.render_form_error("console_new.html", exc, values=form)
+            return
+        await self.render_app(created["clientId"], created=True,
+                              secrets={"client": created["clientSecret"], "webhook": created["webhookSecret"]})
+
+
+class AppPage(ConsolePage):
+    """GET /console/apps/{client_id}: settings, secrets, webhook and deliveries. POST `action`:
+    save, rotate-secret, rotate-webhook-secret, test-webhook, redeliver (`event_id`), enable-webhook."""
+
+    async def get(self, client_id: str) -> None:
+        if self.signed_in():
+            await self.render_app(client_id)
+
+    async def post(self, client_id: str) -> None:
+        form = self.form(lists=("scopes",))
+        if not self.signed_in():
+            return
+        await self.owned_app(client_id)
+        s, action = self.services, form.get("action")
+        try:
+            if action == "save":
+                fields = _app_fields(form)
+                await apps.update_app(s.db, s.clock, s.app_policy, client_id, name=fields["name"],
+                                      redirect_uris=fields["redirect_uris"],
+                                      allowed_scopes=fields["allowed_scopes"] or list(scopes.ALL),
+                                      webhook_url=fields["webhook_url"])
+                done = "saved"
+            elif action == "rotate-secret":
+                rotated = await apps.rotate_client_secret(s.db, s.clock, client_id)
+                await self.render_app(client_id, secrets={"client": rotated["clientSecret"]})
+                return
+            elif action == "rotate-webhook-secret":
+                rotated = await apps.rotate_webhook_secret(s.db, s.clock, s.master_keys, client_id)
+                await self.render_app(client_id, secrets={"webhook": rotated["webhookSecret"]})
+                return
+            elif action == "test-webhook":
+                await outbox.send_test(s.db, s.clock, client_id)
+                done = "test"
+            elif action == "redeliver":
+                event_id = form.get("event_id", "")
+                if event_id not in {e["eventId"] for e in await outbox.list_events(s.db, client_id=client_id)}:
+                    raise NotFound()
+                await outbox.redeliver(s.db, s.clock, event_id)
+                done = "redelivered"
+            elif action == "enable-webhook":
+                await apps.update_app(s.db, s.clock, s.app_policy, client_id, enable_webhook=True)
+                done = "enabled"
+            else:
+                raise ValidationFailed("Unknown action.")
+        except ValidationFailed as exc:
+            await self.render_app(client_id, status=400, error=exc.message)
+            return
+        self.redirect(f"/console/apps/{client_id}?done={done}", status=303)
