@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint clean bench
+.PHONY: run test install lint clean bench chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,26 @@ run: $(VENV)/.installed-run
 
 ## test: the whole suite, on SQLite and on PostgreSQL (LBAUTH_TEST_POSTGRES_URL, default
 ##       postgresql+asyncpg://postgres@127.0.0.1:5432/test; skipped if unreachable unless CI=true).
-test: $(VENV)/.installed-test
+##       The browser tests need Debian's chromium (installed here when run as root; skipped
+##       without it unless CI=true).
+test: $(VENV)/.installed-test chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
+# install it, once more after `apt-get update` if that fails (like ensure_wrk in
+# tools/bench_http.py); otherwise say so and go on.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing Debian's chromium for the browser tests"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+			|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+			|| echo "Could not install chromium: the browser tests will be skipped (they fail under CI=true)"; \
+		else \
+			echo "$(CHROMIUM) is missing (apt-get install chromium as root): the browser tests will be skipped (they fail under CI=true)"; \
+		fi; \
+	fi
 
 lint: $(VENV)/.installed-test
 	$(PIP) install ruff

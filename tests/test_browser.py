@@ -1,0 +1,355 @@
+"""The user-facing pages in a real browser: Playwright (async API) driving Debian's Chromium.
+
+The plain-HTTP tests (test_flow_pages, test_connected_apps) check the markup and the redirects;
+these check that a browser, with its cookies, CSP, form submission and redirect handling, gets
+through the same flows by clicking the buttons a person would click.
+
+- Chromium is the Debian package `chromium` (/usr/bin/chromium), never `playwright install`'s
+  download; `make test` installs it when run as root. Without it, or without the playwright
+  package, these tests are skipped with the reason, except under CI=true, where they fail.
+- One browser per test: Playwright's async objects belong to the event loop they were started on,
+  and pytest-asyncio gives each test (and the `server` fixture) a loop of its own.
+- The app's redirect URI (https://app.example/callback) is served by nothing: the browser's
+  request to it is intercepted and answered by the test, which asserts on its URL.
+- Each test saves a screenshot of the page it checks to tmp_path and to
+  test-artifacts/screenshots/<test>-<backend>.png.
+- Every page loads only from the server's own origin: each request the page makes is recorded and
+  checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from lbauth.core import opaque
+from tests.conftest import IN_CI, ROOT, TestServer, start_server
+from tests.flow_helpers import (
+    REGISTERED_URI,
+    Setup,
+    authorize,
+    exchange,
+    front_params,
+    full_setup,
+    oauth_url,
+    redirect_query,
+    tokens_for,
+)
+from tests.receiver import Receiver
+
+try:
+    from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
+except ImportError:  # reported by require_browser(), as a skip or (CI=true) a failure
+    async_playwright = None
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+TIMEOUT_MS = 10_000
+APP_NAME = "Moonbeam Notes"
+USER_NAME = "Grace Hopper"
+
+
+def browser_missing() -> str | None:
+    if async_playwright is None:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return (f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; "
+                "`make test` does it when run as root)")
+    return None
+
+
+def require_browser() -> None:
+    reason = browser_missing()
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+# ---- fixtures ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """A headless Chromium for this test (on this test's event loop)."""
+    require_browser()
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                                                    headless=True)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = Receiver()
+    yield r
+    await r.stop()
+
+
+@pytest.fixture
+async def dev_server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]:
+    """The server in development mode, where a webhook URL on loopback (the receiver) is allowed."""
+    srv = await start_server(tmp_path, database_url, env="development", webhook_timeout=2)
+    try:
+        yield srv
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+
+
+@dataclass
+class Tab:
+    """A page in a fresh browser context, with every URL it requested."""
+    page: Page
+    origin: str
+    requested: list[str] = field(default_factory=list)
+    intercepted: list[str] = field(default_factory=list)
+
+    def url(self, path: str) -> str:
+        return self.origin + path
+
+    def assert_first_party(self) -> None:
+        """Nothing but the server itself (and the intercepted redirect URI) was asked for anything."""
+        assert self.requested, "the page made no request at all"
+        foreign = [u for u in self.requested if _origin(u) != self.origin and u not in self.intercepted
+                   and urlsplit(u).scheme not in ("data", "blob", "about")]
+        assert not foreign, f"requests outside {self.origin}: {foreign}"
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def open_tab(browser: Browser, server: TestServer) -> Tab:
+    context = await browser.new_context()
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    tab = Tab(page=page, origin=server.url)
+    page.on("request", lambda request: tab.requested.append(request.url))
+
+    async def answer_for_the_app(route: Route) -> None:
+        """The app's redirect URI: nothing serves it; record the URL and answer with a stub page."""
+        tab.intercepted.append(route.request.url)
+        await route.fulfill(status=200, content_type="text/html; charset=utf-8",
+                            body="<!doctype html><title>app</title><p>Redirect received by the app.</p>")
+    await page.route(_origin(REGISTERED_URI) + "/**", answer_for_the_app)
+    return tab
+
+
+async def screenshot(tab: Tab, tmp_path: Path, request: pytest.FixtureRequest, name: str) -> Path:
+    """The page as a PNG in tmp_path, copied to test-artifacts/screenshots/<test>-<backend>.png."""
+    path = tmp_path / f"{name}.png"
+    await tab.page.screenshot(path=str(path), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    backend = request.node.callspec.params.get("backend", "none")
+    shutil.copyfile(path, SCREENSHOTS / f"{request.node.originalname}-{backend}.png")
+    return path
+
+
+# ---- steps ---------------------------------------------------------------------------------------------
+
+async def log_in(tab: Tab, email: str, password: str) -> None:
+    """Sign in through /login as a person would, and wait to be sent on."""
+    page = tab.page
+    await page.goto(tab.url("/login"))
+    await page.get_by_label("Email", exact=True).fill(email)
+    await page.get_by_label("Password", exact=True).fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(lambda url: urlsplit(url).path != "/login")
+
+
+async def page_setup(server: TestServer) -> Setup:
+    user = await server.create_user(name=USER_NAME)
+    app = await server.create_app(user["email"], name=APP_NAME, redirect_uris=[REGISTERED_URI])
+    return Setup(user=user, token="", app=app)
+
+
+async def open_consent(tab: Tab, s: Setup, state: str) -> None:
+    """Log in through /login, then open the authorization page; it must ask for consent."""
+    await log_in(tab, s.user["email"], s.user["password"])
+    response = await tab.page.goto(tab.url(oauth_url(front_params(s.client_id, REGISTERED_URI, state=state))))
+    assert response is not None and response.status == 200, response and response.status
+    await expect(tab.page.get_by_role("button", name="Approve")).to_be_visible()
+    await expect(tab.page.get_by_role("button", name="Deny")).to_be_visible()
+    await expect(tab.page.get_by_role("heading", level=1)).to_contain_text(APP_NAME)
+
+
+async def decide(tab: Tab, button: str) -> dict[str, list[str]]:
+    """Click Approve or Deny; the browser is sent to the redirect URI; its query, name -> values."""
+    def to_the_app(request: Request) -> bool:
+        return request.url.startswith(REGISTERED_URI)
+    async with tab.page.expect_request(to_the_app) as caught:
+        await tab.page.get_by_role("button", name=button).click()
+    url = (await caught.value).url
+    await tab.page.wait_for_url(url)  # the browser followed the redirect to the (stubbed) app page
+    assert url in tab.intercepted, (url, tab.intercepted)
+    return redirect_query(url, REGISTERED_URI)
+
+
+# ---- a, b: the consent page --------------------------------------------------------------------------
+
+async def test_approve_in_the_browser_lands_on_the_redirect_uri_with_a_code(browser, server, tmp_path, request):
+    s = await page_setup(server)
+    state = "browser st & é/?="
+    tab = await open_tab(browser, server)
+    await open_consent(tab, s, state)
+    await screenshot(tab, tmp_path, request, "consent")
+
+    query = await decide(tab, "Approve")
+    assert set(query) == {"code", "state"}, query
+    assert query["state"] == [state]
+    (code,) = query["code"]
+    assert code.startswith(opaque.CODE), code
+    r = await exchange(server, code, REGISTERED_URI, s.client_id, s.client_secret)
+    assert r.status == 200, r.text
+    tab.assert_first_party()
+
+
+async def test_deny_in_the_browser_lands_on_the_redirect_uri_with_access_denied(browser, server, tmp_path,
+                                                                                 request):
+    s = await page_setup(server)
+    state = "deny in browser"
+    tab = await open_tab(browser, server)
+    await open_consent(tab, s, state)
+    await screenshot(tab, tmp_path, request, "consent")
+
+    query = await decide(tab, "Deny")
+    assert query["error"] == ["access_denied"], query
+    assert query["state"] == [state], query
+    assert "code" not in query
+    tab.assert_first_party()
+
+
+# ---- c: Connected apps ---------------------------------------------------------------------------------
+
+async def test_revoke_in_connected_apps_ends_the_apps_access(browser, server, tmp_path, request):
+    s = await full_setup(server, name=APP_NAME)
+    tokens = await tokens_for(server, s)  # a grant, through the API
+    assert (await server.client.get("/api/auth/me", bearer=tokens["accessToken"])).status == 200
+
+    tab = await open_tab(browser, server)
+    page = tab.page
+    await log_in(tab, s.user["email"], s.user["password"])
+    await page.goto(tab.url("/account/apps"))
+    main = page.locator("main")
+    await expect(main).to_contain_text(APP_NAME)
+    await page.get_by_role("link", name="Revoke access").click()
+
+    await page.wait_for_url(re.compile(r"/account/apps/[^/]+/revoke$"))
+    await expect(page.get_by_role("heading", level=1)).to_contain_text(APP_NAME)
+    await page.get_by_role("button", name="Revoke access").click()
+
+    await page.wait_for_url(lambda url: urlsplit(url).path == "/account/apps")
+    await expect(page.get_by_role("status")).to_contain_text(re.compile("revoked", re.IGNORECASE))
+    await expect(main).not_to_contain_text(APP_NAME)
+    await expect(page.get_by_role("link", name="Revoke access")).to_have_count(0)
+    await screenshot(tab, tmp_path, request, "connected-apps-after-revoke")
+
+    (await server.client.get("/api/auth/me", bearer=tokens["accessToken"])).assert_error(401, "oauth2.token.revoked")
+    tab.assert_first_party()
+
+
+# ---- d: the console ------------------------------------------------------------------------------------
+
+async def shown_value(page: Page, selector: str) -> str:
+    """The text an element shows: an input's value, or the element's text."""
+    element = page.locator(selector)
+    await expect(element).to_have_count(1)
+    value = await element.evaluate("e => (e.tagName === 'INPUT' || e.tagName === 'TEXTAREA') ? e.value"
+                                   " : e.textContent")
+    return (value or "").strip()
+
+
+async def wait_for(condition: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {seconds} s for {what}")
+        await asyncio.sleep(0.1)
+
+
+def _reason(body: bytes) -> str | None:
+    try:
+        return json.loads(body).get("reason")
+    except (ValueError, AttributeError):
+        return None
+
+
+async def test_console_creates_an_app_and_sends_a_test_webhook(browser, dev_server, receiver, tmp_path, request):
+    server = dev_server
+    user = await server.create_user(name=USER_NAME)
+    tab = await open_tab(browser, server)
+    page = tab.page
+    await log_in(tab, user["email"], user["password"])
+
+    response = await page.goto(tab.url("/console/"))
+    assert response is not None and response.status == 200, f"/console/ answered {response and response.status}"
+    await expect(page.get_by_role("heading", level=1, name="Your apps")).to_be_visible()
+    await page.get_by_role("link", name="Create an app").click()
+    await page.wait_for_url(lambda url: urlsplit(url).path == "/console/apps/new")
+
+    await page.locator("input[name=name]").fill(APP_NAME)
+    await page.locator("textarea[name=redirect_uris]").fill(REGISTERED_URI)
+    await page.locator("input[type=checkbox][name=scopes][value=userinfo]").check()
+    await page.locator("input[name=webhook_url]").fill(receiver.url)
+    await page.get_by_role("button", name="Create app").click()
+
+    await expect(page.locator("#client-secret")).to_be_visible()
+    client_id = await shown_value(page, "#client-id")
+    client_secret = await shown_value(page, "#client-secret")
+    webhook_secret = await shown_value(page, "#webhook-secret")
+    assert client_id and client_secret and webhook_secret
+    assert client_secret.startswith(opaque.CLIENT_SECRET), client_secret[:12]
+    assert webhook_secret.startswith(opaque.WEBHOOK_SECRET), webhook_secret[:12]
+    # Each value has its "Copy" button beside it (in the same parent element). Checked at the end, so
+    # that a missing button does not hide what the rest of the test finds.
+    without_copy = [selector for selector in ("#client-id", "#client-secret", "#webhook-secret")
+                    if not await page.locator(selector).locator("xpath=..").get_by_role("button", name="Copy").count()]
+    assert client_secret not in page.url and webhook_secret not in page.url
+
+    # The secret shown is the app's: it redeems a code issued to the user for this client id.
+    user_token = await server.login(user["email"], user["password"])
+    r = await authorize(server, user_token, client_id, REGISTERED_URI)
+    assert r.status == 200, r.text
+    r = await exchange(server, r.data["code"], REGISTERED_URI, client_id, client_secret)
+    assert r.status == 200, r.text
+
+    async with page.expect_event("load"):  # the page that comes back, not the one with the secrets
+        await page.get_by_role("button", name="Send test webhook").click()
+    await expect(page.locator(".notice, [role=status]").first).to_be_visible()
+    app_page = page.url
+
+    def test_delivery_arrived() -> bool:
+        return any(_reason(hit.body) == "test_delivery" for hit in receiver.received)
+    await wait_for(test_delivery_arrived, 10, "the receiver to get the test delivery")
+
+    deadline = time.monotonic() + 10
+    while True:
+        response = await page.goto(app_page)
+        assert response is not None and response.status == 200, (app_page, response and response.status)
+        deliveries = page.locator("#deliveries")
+        if await deliveries.count() and re.search(r"\b200\b", await deliveries.inner_text()):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"#deliveries never showed 200 on {app_page}")
+        await asyncio.sleep(0.3)
+    await screenshot(tab, tmp_path, request, "console-app")
+    tab.assert_first_party()
+    assert not without_copy, f"no Copy button beside {without_copy} on the page that showed the secrets"
