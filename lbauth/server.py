@@ -12,12 +12,13 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import tornado.httpserver
 import tornado.netutil
 from tornado.ioloop import PeriodicCallback
 
-from lbauth import logs
+from lbauth import logs, metrics
 from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
 from lbauth.core import revocation
@@ -165,6 +166,7 @@ def serve(settings: Settings) -> None:
         asyncio.run(serve_forever(settings))
         return
     asyncio.run(_prepare_storage(settings))  # migrate and make the first key once, before forking
+    metrics.share_between_workers(Path(settings.data_dir) / "metrics")
     supervise(settings)
 
 
@@ -211,6 +213,7 @@ def supervise(settings: Settings) -> None:
         except ChildProcessError:
             break
         number = children.pop(pid, None)
+        metrics.worker_exited(pid)
         if number is not None and not stopping:
             logs.event(log, "worker exited; starting another", level=logging.WARNING, worker=number, status=status)
             time.sleep(1)

@@ -91,3 +91,21 @@ async def test_production_needs_the_metrics_token(tmp_path, database_url):
     finally:
         on.client.close()
         await on.running.stop()
+
+
+async def test_workers_share_their_counts(tmp_path, database_url):
+    """With two workers, every scrape reports the sum over both, whichever worker answers it."""
+    from tests.processes import ServerProcess
+    server = await ServerProcess(database_url, tmp_path, workers="2").start()
+    try:
+        before = await scrape(server)
+        for _ in range(40):  # keep-alive off: the kernel spreads new connections over the workers
+            r = await server.client.get("/healthz", headers={"Connection": "close"})
+            assert r.status == 200
+        for _ in range(6):
+            after = await scrape(server)
+            healthz = value(after, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
+            assert healthz - value(before, "lbauth_http_requests_total", route="/healthz", method="GET",
+                                   status="200") == 40
+    finally:
+        server.stop()
