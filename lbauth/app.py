@@ -79,6 +79,4 @@ def _log_request(handler: tornado.web.RequestHandler) -> None:
                ms=round(seconds * 1000, 2), requestId=getattr(handler, "request_id", None))
     services = getattr(handler, "services", None)
     if services is not None:
-        route = _ROUTE_OF.get(type(handler), "unmatched")
-        services.metrics.requests.labels(route, request.method, str(status)).inc()
-        services.metrics.latency.labels(route).observe(seconds)
+        services.metrics.observe_request(_ROUTE_OF.get(type(handler), "unmatched"), request.method, status, seconds)
