@@ -353,3 +353,59 @@ async def test_console_creates_an_app_and_sends_a_test_webhook(browser, dev_serv
     await screenshot(tab, tmp_path, request, "console-app")
     tab.assert_first_party()
     assert not without_copy, f"no Copy button beside {without_copy} on the page that showed the secrets"
+
+
+# ---- every page: on a phone, labelled, keyboard-reachable --------------------------------------------
+
+PHONE = {"width": 360, "height": 740}
+
+
+async def page_problems(page: Page) -> list[str]:
+    """What a phone user or a keyboard / screen-reader user would trip over on the current page."""
+    return await page.evaluate("""() => {
+      const problems = [];
+      if (document.documentElement.scrollWidth > window.innerWidth + 1)
+        problems.push(`scrolls sideways: ${document.documentElement.scrollWidth}px on a ${window.innerWidth}px screen`);
+      for (const el of document.querySelectorAll('input:not([type=hidden]), textarea, select')) {
+        const labelled = (el.id && document.querySelector(`label[for="${el.id}"]`)) || el.closest('label')
+          || el.getAttribute('aria-label');
+        if (!labelled) problems.push(`no label: ${el.outerHTML.slice(0, 80)}`);
+      }
+      for (const el of document.querySelectorAll('button, a[href]')) {
+        if (!el.textContent.trim() && !el.getAttribute('aria-label'))
+          problems.push(`no name: ${el.outerHTML.slice(0, 80)}`);
+        if (el.getAttribute('tabindex') && Number(el.getAttribute('tabindex')) > 0)
+          problems.push(`tabindex > 0 reorders the focus: ${el.outerHTML.slice(0, 80)}`);
+      }
+      if (!document.querySelector('h1')) problems.push('no h1');
+      if (!document.documentElement.lang) problems.push('no lang attribute');
+      return problems;
+    }""")
+
+
+async def test_every_page_works_on_a_phone_and_with_a_keyboard(browser, dev_server, tmp_path, request):
+    s = await page_setup(dev_server)
+    context = await browser.new_context(viewport=PHONE)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    tab = Tab(page=page, origin=dev_server.url)
+    page.on("request", lambda r: tab.requested.append(r.url))
+    await page.goto(tab.url("/login"))
+    found = {"/login": await page_problems(page)}
+    # The first Tab stop is the skip link or the first field: nothing hidden comes first.
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.tagName") in ("A", "INPUT")
+    await log_in(tab, s.user["email"], s.user["password"])
+    consent = oauth_url(front_params(s.client_id, REGISTERED_URI, state="phone"))
+    pages = [consent, "/account/apps", "/console/", "/console/apps/new", "/console/apps/nonexistent",
+             f"/console/apps/{s.client_id}"]
+    app_owner_pages = {f"/console/apps/{s.client_id}"}
+    for path in pages:
+        response = await page.goto(tab.url(path))
+        assert response is not None and response.status in (200, 404), (path, response and response.status)
+        if path in app_owner_pages:
+            await expect(page.get_by_role("heading", level=1)).to_contain_text(APP_NAME)
+        found[path] = await page_problems(page)
+    await screenshot(tab, tmp_path, request, "console-on-a-phone")
+    tab.assert_first_party()
+    assert {path: problems for path, problems in found.items() if problems} == {}

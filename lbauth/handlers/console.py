@@ -29,9 +29,12 @@ class ConsolePage(PageHandler):
 
     async def owned_app(self, client_id: str) -> Row:
         """The app, if the signed-in user owns it; 404 for any other (no hint that it exists)."""
-        row = await apps.get_app(self.services.db, client_id)
-        if row.owner_id != self.user.id:
-            raise ApplicationNotFound()
+        try:
+            row = await apps.get_app(self.services.db, client_id)
+        except ApplicationNotFound:
+            row = None
+        if row is None or row.owner_id != self.user.id:
+            raise NotFound("You have no app with this client id.")
         return row
 
     async def render_app(self, client_id: str, status: int = 200, **context: Any) -> None:
