@@ -1,0 +1,109 @@
+"""Hypothesis properties (issue 8) of the pure parts a hostile caller reaches first: the redirect URI
+matcher, scope parsing, credential prefixes, the webhook signature helper and access-token parsing.
+No server: these are functions, checked over many generated inputs."""
+
+from __future__ import annotations
+
+import string
+import time
+from urllib.parse import urlsplit
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from lbauth import webhooks
+from lbauth.core import opaque, scopes, urls
+from lbauth.errors import ScopeInvalid
+from lbauth.verify import TokenError, decode_access_token
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+url_text = st.text(alphabet=string.printable + "é\u00a0\u2028", max_size=120)
+
+
+@FAST
+@given(st.one_of(url_text, st.builds(lambda host, port, path: f"http://{host}{port}{path}",
+                                      st.sampled_from(["localhost", "127.0.0.1", "LOCALHOST", "127.0.0.2",
+                                                       "localhost.evil.com", "user@localhost", "[::1]"]),
+                                      st.sampled_from(["", ":0", ":8080", ":65535", ":65536", ":99999", ":x"]),
+                                      st.sampled_from(["", "/", "/cb?x=1", "#frag", "/cb#f", "\\@evil.com"]))))
+def test_the_localhost_rule_admits_only_plain_loopback_http(uri):
+    if urls.is_loopback_redirect(uri):
+        parts = urlsplit(uri)
+        assert parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1")
+        assert parts.username is None and parts.password is None and not parts.fragment and "#" not in uri
+        assert parts.port is None or parts.port <= 65535
+        assert uri.split("/")[2].split(":")[0] in ("localhost", "127.0.0.1")  # exactly, not a lookalike
+
+
+@FAST
+@given(st.lists(st.sampled_from(["https://app.example/cb", "https://app.example/cb/", "com.example.app:/cb",
+                                 "https://APP.example/cb", "https://app.example/cb?x=1"]), min_size=1, max_size=3),
+       st.sampled_from(["https://app.example/cb", "https://app.example/CB", "https://app.example/cb/",
+                        "https://app.example/cb?x=1", "https://app.example/cb?x=2", "https://app.example/cb#f",
+                        "https://app.example/cb%2F", "https://app.example", "com.example.app:/cb"]))
+def test_registered_redirect_uris_match_exactly(registered, candidate):
+    assert urls.redirect_allowed(candidate, registered) == (candidate in registered)
+
+
+@FAST
+@given(st.lists(st.one_of(st.sampled_from(scopes.ALL), st.text(max_size=20)), max_size=12))
+def test_scopes_come_back_known_deduplicated_and_in_table_order(requested):
+    try:
+        parsed = scopes.validate(requested)
+    except ScopeInvalid as exc:
+        assert any(s not in scopes.SCOPES for s in requested)
+        assert len(exc.message) < 200  # an unknown scope is named briefly, never echoed at length
+        return
+    assert set(parsed) == set(requested)
+    assert list(parsed) == [s for s in scopes.ALL if s in parsed]
+    assert scopes.parse_space_separated("  ".join(requested)) == parsed
+
+
+@FAST
+@given(st.one_of(st.text(max_size=40), st.none(), st.integers(), st.binary(max_size=10)),
+       st.sampled_from([opaque.CODE, opaque.REFRESH_TOKEN, opaque.USER_TOKEN]))
+def test_a_credential_prefix_needs_a_string_that_starts_with_it_and_goes_on(value, prefix):
+    expected = isinstance(value, str) and value.startswith(prefix) and len(value) > len(prefix)
+    assert opaque.has_prefix(value, prefix) == expected
+    assert opaque.has_prefix(prefix + (value if isinstance(value, str) and value else "x"), prefix)
+
+
+@FAST
+@given(st.text(min_size=1, max_size=64), st.binary(max_size=512), st.integers(0, 2**40))
+def test_a_webhook_signature_verifies_and_any_change_breaks_it(secret, body, timestamp):
+    stamp = str(timestamp)
+    signature = webhooks.sign(secret, stamp, body)
+    webhooks.verify_signature(secret, stamp, body, signature, now=timestamp)
+    with pytest.raises(webhooks.InvalidSignature):
+        webhooks.verify_signature(secret, stamp, body + b" ", signature, now=timestamp)
+    with pytest.raises(webhooks.InvalidSignature):
+        webhooks.verify_signature(secret + "x", stamp, body, signature, now=timestamp)
+    with pytest.raises(webhooks.InvalidSignature):
+        webhooks.verify_signature(secret, stamp, body, signature, now=timestamp + webhooks.TOLERANCE_SECONDS + 1)
+
+
+@FAST
+@given(st.text(max_size=80), st.text(max_size=20))
+def test_a_forged_webhook_signature_is_refused_cleanly(signature, timestamp):
+    """Whatever arrives in the two headers, the helper answers InvalidSignature, never a crash."""
+    assume(signature != webhooks.sign("s", timestamp, b"{}") if timestamp.isascii() else True)
+    with pytest.raises(webhooks.InvalidSignature):
+        webhooks.verify_signature("s", timestamp, b"{}", signature, now=time.time())
+
+
+_KEY = ec.generate_private_key(ec.SECP256R1()).public_key()
+_KEYS = {"kid-1": ("ES256", _KEY)}
+jws_part = st.text(alphabet=string.ascii_letters + string.digits + "-_=+/.", max_size=60)
+
+
+@FAST
+@given(st.one_of(st.text(max_size=200), st.builds(lambda a, b, c: f"lba_at_{a}.{b}.{c}", jws_part, jws_part, jws_part),
+                 st.builds(lambda s: "lba_at_" + s, st.text(max_size=200))))
+def test_any_string_as_an_access_token_is_refused_with_a_token_error(token):
+    """The verifier's parser meets attacker text before any signature check: it must only ever
+    answer TokenError (401 oauth2.token.invalid / expired), never another exception."""
+    with pytest.raises(TokenError) as refused:
+        decode_access_token(token, _KEYS, issuer="https://i", audience="https://a", now=time.time())
+    assert refused.value.sub_code in ("oauth2.token.invalid", "oauth2.token.expired")
