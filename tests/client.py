@@ -40,6 +40,10 @@ class Response:
         return document
 
 
+# Every error answer any test received (status >= 400): the suite-wide leak check reads them.
+ERROR_BODIES: list[bytes] = []
+
+
 class Client:
     def __init__(self, base_url: str) -> None:
         self.base_url = base_url
@@ -65,6 +69,8 @@ class Client:
         response = await self._http.fetch(request, raise_error=False)
         if response.code == 599:
             raise response.error  # type: ignore[misc]
+        if response.code >= 400:
+            ERROR_BODIES.append(response.body or b"")
         return Response(response.code, response.headers, response.body or b"")
 
     async def get(self, path: str, **kwargs: Any) -> Response:

@@ -15,7 +15,10 @@ Why pytest-asyncio and not pytest-tornasync: see README, "Testing".
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -30,12 +33,13 @@ import pytest
 import tornado.netutil
 from sqlalchemy.engine import make_url
 
+from lbauth import logs
 from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
 from lbauth.server import RunningServer, start
 from lbauth.storage import migrate
 from lbauth.storage.db import Database
-from tests.client import Client
+from tests.client import ERROR_BODIES, Client
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("LBAUTH_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
@@ -249,3 +253,35 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input, cwd=ROOT)
+
+
+# ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------
+
+# An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
+_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+_TEST_PASSWORDS = ("correct horse battery",)  # TestServer.create_user's default
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log_line_or_error_body():
+    """Formats every log record of the run through lbauth's own pipeline (redaction filter, JSON
+    lines), keeps every error body the tests received, and at the end finds no credential or
+    password in either."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(logs.RedactingFilter())
+    handler.setFormatter(logs.JsonFormatter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO))
+    yield
+    root.removeHandler(handler)
+    root.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    assert any('"lbauth.access"' in line for line in lines), "the leak check saw no access log line"
+    leaks = [line for line in lines if _CLEAR_CREDENTIAL.search(line) or any(p in line for p in _TEST_PASSWORDS)]
+    leaks += [body.decode("utf-8", "replace") for body in ERROR_BODIES
+              if _CLEAR_CREDENTIAL.search(body.decode("utf-8", "replace"))
+              or any(p.encode() in body for p in _TEST_PASSWORDS)]
+    assert not leaks, f"{len(leaks)} log lines or error bodies hold a secret, first: {leaks[0][:300]}"
