@@ -161,7 +161,7 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-_REQUESTS = re.compile(r"(\d+) requests in ([\d.]+)(m?s)")
+_REQUESTS = re.compile(r"(\d+) requests in ([\d.]+)(ms|s|m)\b")
 _NON2XX = re.compile(r"Non-2xx or 3xx responses: (\d+)")
 _PERCENTILE = re.compile(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", re.M)
 _ERRORS = re.compile(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)")
@@ -179,7 +179,7 @@ def run_wrk(wrk: str, url: str, seconds: int, connections: int, script: str | No
     out = subprocess.run([*cmd, *(["--", *script_args] if script_args else [])], capture_output=True, text=True,
                          check=True).stdout
     total, duration, unit = _REQUESTS.search(out).groups()
-    duration_s = float(duration) / (1000 if unit == "ms" else 1)
+    duration_s = float(duration) * {"ms": 0.001, "s": 1, "m": 60}[unit]
     non2xx = int(_NON2XX.search(out).group(1)) if _NON2XX.search(out) else 0
     errors = sum(int(x) for x in _ERRORS.search(out).groups()) if _ERRORS.search(out) else 0
     percentiles = {p: _ms(v, u) for p, v, u in _PERCENTILE.findall(out)}
