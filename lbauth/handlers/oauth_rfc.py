@@ -57,6 +57,8 @@ class RfcHandler(BaseHandler):
             if not sep:
                 raise errors.ClientSecretMismatch("The Basic credentials are malformed.")
             client_id, secret = unquote(client_id.replace("+", " ")), unquote(secret.replace("+", " "))
+            if "\x00" in client_id + secret:  # raw or %00: PostgreSQL text cannot hold it (a 500)
+                raise errors.ClientSecretMismatch("The Basic credentials are malformed.")
             if form.get("client_id", client_id) != client_id:
                 raise ValidationFailed("client_id in the body differs from the authenticated client.")
             return client_id, secret
