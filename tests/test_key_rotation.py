@@ -140,7 +140,7 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         early_retire = await atool("rotate_signing_key.py", "retire", env=env)
         assert early_retire.returncode == 1 and "may be live until" in early_retire.stderr
         # Rolling back: the retiring key signs again, at once.
-        back = await atool("rotate_signing_key.py", "promote", "--kid", old_kid, "--json", env=env)
+        back = await atool("rotate_signing_key.py", "promote", f"--kid={old_kid}", "--json", env=env)
         assert json.loads(back.stdout)["kid"] == old_kid
         await srv.running.reload_keys()
         assert srv.services.keyring.signer.kid == old_kid
@@ -148,7 +148,7 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         assert {k["kid"]: k["state"] for k in status} == {old_kid: "active", staged["kid"]: "retiring"}
         # A staged key that is not wanted can be withdrawn at once: it never signed anything.
         extra = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
-        withdrawn = await atool("rotate_signing_key.py", "retire", "--kid", extra["kid"], "--json", env=env)
+        withdrawn = await atool("rotate_signing_key.py", "retire", f"--kid={extra['kid']}", "--json", env=env)
         assert withdrawn.returncode == 0 and json.loads(withdrawn.stdout)[0]["state"] == "retired"
     finally:
         srv.client.close()

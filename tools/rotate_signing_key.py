@@ -58,13 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alg", choices=SIGNING_ALGS, help="default: the signing_alg setting")
     p.set_defaults(handler=stage)
     p = sub.add_parser("promote", parents=[common], help="the staged key starts signing")
-    p.add_argument("--kid", help="promote this key (a staged one, or a retiring one to roll back)")
+    # A kid (RFC 7638, base64url) may begin with "-": write --kid=KID, which argparse always takes.
+    p.add_argument("--kid", help="promote this key (a staged one, or a retiring one to roll back); "
+                                 "write --kid=KID, since a kid may begin with -")
     p.add_argument("--grace", type=int, default=keys.DEFAULT_GRACE_SECONDS,
                    help="seconds a staged key must have been published (default %(default)s)")
     p.add_argument("--force", action="store_true", help="skip the safety check")
     p.set_defaults(handler=promote)
     p = sub.add_parser("retire", parents=[common], help="unpublish keys nothing live was signed with")
-    p.add_argument("--kid", help="only this key")
+    p.add_argument("--kid", help="only this key (write --kid=KID)")
     p.add_argument("--leeway", type=int, default=keys.VERIFIER_MAX_LEEWAY,
                    help="the largest clock leeway your verifiers allow (default %(default)s s)")
     p.add_argument("--force", action="store_true", help="skip the safety check")
