@@ -191,6 +191,16 @@ async def open_consent(tab: Tab, s: Setup, state: str) -> None:
     await expect(tab.page.get_by_role("heading", level=1)).to_contain_text(APP_NAME)
 
 
+async def consent_tab(browser: Browser, server: TestServer, state: str, tmp_path: Path,
+                      request: pytest.FixtureRequest) -> tuple[Setup, Tab]:
+    """A user and app, signed in on the consent page for `state`; the page's screenshot saved."""
+    s = await page_setup(server)
+    tab = await open_tab(browser, server)
+    await open_consent(tab, s, state)
+    await screenshot(tab, tmp_path, request, "consent")
+    return s, tab
+
+
 async def decide(tab: Tab, button: str) -> dict[str, list[str]]:
     """Click Approve or Deny; the browser is sent to the redirect URI; its query, name -> values."""
     def to_the_app(request: Request) -> bool:
@@ -206,11 +216,8 @@ async def decide(tab: Tab, button: str) -> dict[str, list[str]]:
 # ---- a, b: the consent page --------------------------------------------------------------------------
 
 async def test_approve_in_the_browser_lands_on_the_redirect_uri_with_a_code(browser, server, tmp_path, request):
-    s = await page_setup(server)
     state = "browser st & é/?="
-    tab = await open_tab(browser, server)
-    await open_consent(tab, s, state)
-    await screenshot(tab, tmp_path, request, "consent")
+    s, tab = await consent_tab(browser, server, state, tmp_path, request)
 
     query = await decide(tab, "Approve")
     assert set(query) == {"code", "state"}, query
@@ -224,11 +231,8 @@ async def test_approve_in_the_browser_lands_on_the_redirect_uri_with_a_code(brow
 
 async def test_deny_in_the_browser_lands_on_the_redirect_uri_with_access_denied(browser, server, tmp_path,
                                                                                  request):
-    s = await page_setup(server)
     state = "deny in browser"
-    tab = await open_tab(browser, server)
-    await open_consent(tab, s, state)
-    await screenshot(tab, tmp_path, request, "consent")
+    s, tab = await consent_tab(browser, server, state, tmp_path, request)
 
     query = await decide(tab, "Deny")
     assert query["error"] == ["access_denied"], query
