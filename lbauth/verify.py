@@ -208,11 +208,16 @@ class Verifier:
     It finds the JWKS and the revocation feed through the issuer's RFC 8414 metadata, caches both,
     and refreshes them: the feed every `poll_seconds`, the keys every `jwks_seconds` and soon after
     a token names an unknown `kid` (at most once per `unknown_kid_seconds`).
+
+    `max_staleness` (seconds, by `clock`) makes it fail closed: once the revocation feed has not
+    been read for that long (the server unreachable), every token is refused with 503
+    `server.unavailable` rather than verified against a list that may miss revocations
+    (RFC 9700 §4.14 in spirit). None, the default, keeps verifying with the last list.
     """
 
     def __init__(self, issuer: str, audience: str, *, leeway: int = 30, poll_seconds: float = 2.0,
                  jwks_seconds: float = 300.0, unknown_kid_seconds: float = 10.0, timeout: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 max_staleness: float | None = None, clock: Callable[[], float] = time.time) -> None:
         if not 0 <= leeway <= MAX_LEEWAY:
             raise ValueError(f"leeway must be between 0 and {MAX_LEEWAY} seconds")
         self.issuer = issuer.rstrip("/")
@@ -220,6 +225,8 @@ class Verifier:
         self.leeway = leeway
         self.poll_seconds, self.jwks_seconds = poll_seconds, jwks_seconds
         self.unknown_kid_seconds, self.timeout = unknown_kid_seconds, timeout
+        self.max_staleness = max_staleness
+        self.refreshed_at: float | None = None  # by `clock`: when the revocation list was last read
         self.clock = clock
         self.keys: dict[str, tuple[str, Any]] = {}
         self.checklist = CheckList()
@@ -238,6 +245,8 @@ class Verifier:
         """The claims of a valid, unrevoked token carrying `required_scopes`; else TokenError."""
         if not self.keys:
             raise TokenError("server.unavailable", 503, "The verifier has no keys yet; call refresh() or start().")
+        if self.max_staleness is not None and self.clock() - (self.refreshed_at or 0) > self.max_staleness:
+            raise TokenError("server.unavailable", 503, "The revocation list is stale: the server is unreachable.")
         try:
             claims = decode_access_token(token, self.keys, issuer=self.issuer, audience=self.audience,
                                          now=self.clock(), leeway=self.leeway)
@@ -287,6 +296,7 @@ class Verifier:
             if self._feed_uri:
                 self._poll_feed()
             self.checklist.prune(self.clock())
+            self.refreshed_at = self.clock()
 
     def _fetch_keys(self) -> dict[str, tuple[str, Any]]:
         document, _ = self._get(self._jwks_uri)

@@ -198,6 +198,26 @@ async def test_an_unknown_kid_fetches_the_jwks_again_at_a_bounded_rate(server):
         await asyncio.to_thread(verifier.close)
 
 
+async def test_max_staleness_fails_closed_until_a_refresh_succeeds(server):
+    """With `max_staleness`, a copy of the revocation list older than that refuses every token
+    (503): a revocation it cannot hear about is never let through. A successful refresh ends it."""
+    token, _ = await claims_of(server)
+    strict = Verifier(server.url, server.settings.audience, clock=server.clock.now, max_staleness=30)
+    lenient = Verifier(server.url, server.settings.audience, clock=server.clock.now)
+    for v in (strict, lenient):
+        await v.arefresh()
+        assert v.verify(token)["jti"] and v.refreshed_at == server.clock.now()
+
+    server.clock.advance(30)
+    assert strict.verify(token)
+    server.clock.advance(1)
+    _refused(strict, token, "server.unavailable", 503)
+    assert lenient.verify(token)  # the default keeps verifying with the last copy
+
+    await strict.arefresh()
+    assert strict.verify(token)
+
+
 async def test_before_the_first_refresh_it_says_unavailable(server):
     token, _ = await claims_of(server)
     _refused(Verifier(server.url, server.settings.audience), token, "server.unavailable", 503)
