@@ -61,6 +61,7 @@ def make_app(services: Services) -> tornado.web.Application:
         **cookie_settings(services),
         xsrf_cookie_kwargs={"httponly": True, "samesite": "Strict", "secure": secure},
         static_path=str(pages.resource_dir("static")),
+        static_handler_class=pages.StaticFiles,
         templates=pages.make_templates(),
     )
 

@@ -430,6 +430,9 @@ async def test_nul_bytes_and_lone_surrogates(server, setup):
                          ("GET", "/login?next=/account/apps%00")):
         r = await send(server, method, path, bearer=setup.token, headers={"Cookie": cookie})
         assert_refused(r, path, 400, None if kind_of(path) == "page" else "request.validation_failed")
+    for path in ("/static/%00", "/static/lbauth.css%00", "/static/%00.css"):  # Tornado's own handler
+        r = await send(server, "GET", path)
+        assert r.status == 404, (path, r.status)
     # raw NUL bytes in the request line and in a header value: Tornado refuses them itself
     r = await raw(server, b"GET /api/auth/me\x00 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert_http_layer_refusal(r, "NUL in the path")
@@ -477,6 +480,19 @@ async def test_odd_authorization_headers(server, setup):
         for path in RFC_ENDPOINTS:
             r = await send(server, "POST", path, form, FORM, headers={"Authorization": header})
             assert_refused(r, path, 401, "oauth2.client.secret_mismatch")
+    await assert_healthy(server)
+
+
+async def test_forged_session_cookies_are_no_session(server, setup):
+    """A session cookie that is not a signature of ours, in any format (a value without the `2|`
+    prefix reads as Tornado's old v1 format, which asserted against our versioned keys: a 500,
+    found by tests/test_fuzz_openapi.py): the visitor is simply not signed in."""
+    for value in ("abc", "YWJj|1234567890|deadbeef", "2|1:0|10:1|7:session|4:YQ==|00", "1|x", "\u00e9"):
+        cookie = {"Cookie": f"lbauth_session={value}"}
+        r = await send(server, "GET", "/account/apps", headers=cookie)
+        assert r.status == 200 and "password" in r.text, (value, r.status, r.text[:300])
+        r = await send(server, "POST", "/logout", "", FORM, headers=cookie)
+        assert_refused(r, "/logout", 403)
     await assert_healthy(server)
 
 

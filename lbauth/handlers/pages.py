@@ -27,6 +27,16 @@ def resource_dir(name: str) -> Path:
     raise FileNotFoundError(f"lbauth cannot find its {name}/ folder")
 
 
+class StaticFiles(tornado.web.StaticFileHandler):
+    """`/static/`: Tornado's handler, except that a NUL in the path (`%00`), which no file name can
+    hold, is a 404 like any other missing file rather than a 500 from `os.path.realpath`."""
+
+    def validate_absolute_path(self, root: str, absolute_path: str) -> str | None:
+        if "\x00" in absolute_path:
+            raise tornado.web.HTTPError(404)
+        return super().validate_absolute_path(root, absolute_path)
+
+
 def make_templates() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                               autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
@@ -55,7 +65,7 @@ class PageHandler(BaseHandler):
 
     async def prepare(self) -> None:
         super().prepare()
-        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=366)
+        token = self.session_token()
         if token:
             try:
                 self.user = await users.user_for_token(self.services.db, self.services.clock, token.decode())
@@ -64,6 +74,11 @@ class PageHandler(BaseHandler):
                 return
             if self.get_signed_cookie_key_version(SESSION_COOKIE) != self.settings.get("key_version"):
                 self.start_session(token.decode())  # re-sign under the current master key (rotation)
+
+    def session_token(self) -> bytes | None:
+        """The session cookie's signed value. Only the current (v2) format, the one that carries a
+        key version: Tornado asserts on a v1-looking value when the cookie secret is a dict (a 500)."""
+        return self.get_signed_cookie(SESSION_COOKIE, max_age_days=366, min_version=2)
 
     # ---- rendering -------------------------------------------------------------------------------
 
@@ -149,7 +164,7 @@ class LogoutPage(PageHandler):
 
     async def post(self) -> None:
         self.form()
-        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=366)
+        token = self.session_token()
         if token:
             await users.logout(self.services.db, self.services.clock, token.decode())
         self.clear_cookie(SESSION_COOKIE)
