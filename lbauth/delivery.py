@@ -7,6 +7,8 @@ outbox events and POSTs each one, signed afresh, to its app's webhook URL.
   receiver cannot pile up work; deliveries are async I/O and never hold up the API.
 - Redirects are never followed. In production the address a webhook host resolves to is checked
   when connecting: loopback, private and link-local addresses are refused.
+- The database away: claims back off (0.5 s, doubling, at most CLAIM_BACKOFF_MAX seconds), with
+  one warning per back-off and no traceback; the first claim that succeeds resumes the usual pace.
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ from lbauth import logs, webhooks
 from lbauth.core import outbox, urls
 from lbauth.core.apps import webhook_secret_purpose
 from lbauth.core.masterkey import MasterKeyError
+from lbauth.errors import ServerUnavailable
 from lbauth.services import Services
 
 log = logging.getLogger("lbauth.webhooks")
+
+CLAIM_BACKOFF_FIRST = 0.5
+CLAIM_BACKOFF_MAX = 5.0  # the database's return is noticed within this long
 
 
 def lease_seconds(timeout: int) -> int:
@@ -85,12 +91,14 @@ class Deliverer:
         self._claim_lock = asyncio.Lock()  # one claim at a time per process
         self._backlog = False  # the last claim found work: more may be due
         self._look_again = False  # asked for while a claim was under way
+        self._backoff = 0.0  # seconds of the current back-off; 0 while the database answers
+        self._paused_until = 0.0  # monotonic time before which no claim is tried
 
     async def run_once(self) -> int:
         """Claim what this process has room for and start delivering it; returns how many. A call
         made while a claim is under way asks that claim to look once more, and returns 0."""
         self._look_again = True
-        if self._claim_lock.locked():
+        if self._claim_lock.locked() or time.monotonic() < self._paused_until:
             return 0
         started = 0
         async with self._claim_lock:
@@ -99,9 +107,16 @@ class Deliverer:
                 room = self.max_in_flight - len(self._tasks)
                 if room <= 0:
                     break
-                claimed = await outbox.claim_due(self.services.db, self.services.clock, room,
-                                                 lease_seconds(self.services.settings.webhook_timeout),
-                                                 per_app=self.per_app, in_flight=self._by_app)
+                try:
+                    claimed = await outbox.claim_due(self.services.db, self.services.clock, room,
+                                                     lease_seconds(self.services.settings.webhook_timeout),
+                                                     per_app=self.per_app, in_flight=self._by_app)
+                except ServerUnavailable as exc:
+                    self._back_off(exc)
+                    break
+                if self._backoff:
+                    logs.event(log, "webhook claims resumed: the database answers again")
+                    self._backoff = 0.0
                 for event in claimed:
                     self._by_app[event.app_id] += 1
                     task = asyncio.ensure_future(self._deliver(event))
@@ -111,6 +126,15 @@ class Deliverer:
                 # More may be due: what was found, or what an app at its limit could not take.
                 self._backlog = bool(claimed) or max(self._by_app.values(), default=0) >= self.per_app
         return started
+
+    def _back_off(self, exc: ServerUnavailable) -> None:
+        """The database is away: no claim for a while, longer each time it is still away."""
+        self._backoff = min(self._backoff * 2 or CLAIM_BACKOFF_FIRST, CLAIM_BACKOFF_MAX)
+        self._paused_until = time.monotonic() + self._backoff
+        self._backlog = False
+        cause = exc.__cause__
+        logs.event(log, "webhook claims paused: the database is unavailable", level=logging.WARNING,
+                   retryIn=self._backoff, error=type(cause).__name__ if cause else type(exc).__name__)
 
     def _finished(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
@@ -147,6 +171,9 @@ class Deliverer:
             s.metrics.deliveries.labels(outcome.value).inc()
             logs.event(log, "webhook attempt", eventId=event.event_id, clientId=event.client_id, status=status,
                        outcome=outcome.value, ms=latency_ms, error=error)
+        except ServerUnavailable:  # the database went away meanwhile: nothing an operator can fix here
+            logs.event(log, "webhook attempt not recorded: the database is unavailable; "
+                       "the event is tried again when its lease ends", level=logging.WARNING, eventId=event.event_id)
         except Exception:  # noqa: BLE001 - the lease runs out and the event is tried again
             log.exception("webhook delivery of %s could not be recorded", event.event_id)
         finally:

@@ -38,9 +38,15 @@ T = TypeVar("T")
 RETRY_AFTER_SECONDS = 5
 SQLITE_READERS = 2
 SQLITE_WRITE_WAIT = 5.0
-# How long a request waits for the database before it answers 503 instead of hanging.
-CONNECT_TIMEOUT_SECONDS = 2
-POOL_TIMEOUT_SECONDS = 3
+# How long a request waits for the database before it answers 503 instead of hanging: a pool
+# connection at most POOL_TIMEOUT_SECONDS, then, if the one it got must be made anew (the database
+# went away and the pool was invalidated), a connect attempt at most CONNECT_TIMEOUT_SECONDS.
+# Together under a second: an outage is answered with 503 within 1 s (issue 8), even when every
+# pooled connection died at once and many requests arrive together. A local or same-zone connect
+# takes milliseconds.
+CONNECT_TIMEOUT_SECONDS = 0.5
+POOL_TIMEOUT_SECONDS = 0.3
+READY_TIMEOUT_SECONDS = 0.9  # /readyz and /metrics: "not ready" rather than a slow answer
 
 _READONLY = "lbauth_readonly"
 
@@ -234,7 +240,7 @@ class Database:
     async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
-    async def ping(self, timeout: float = CONNECT_TIMEOUT_SECONDS) -> bool:
+    async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
         """True when the database answers a trivial query within `timeout` seconds."""
         try:
             await asyncio.wait_for(self.read(lambda conn: conn.execute(text("SELECT 1")).scalar()), timeout)
