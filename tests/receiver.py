@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def payload(self) -> dict:

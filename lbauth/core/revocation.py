@@ -63,24 +63,59 @@ async def list_authorizations(db: Database, user_id: str) -> list[dict]:
 async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList, *, user_id: str, client_id: str,
                                access_ttl: int) -> dict:
     """In one transaction: the grant, its refresh tokens and open codes revoked, its id on the
-    check-list until every access token it issued has expired, the event in the webhook outbox."""
+    check-list until every access token it issued has expired, the event in the webhook outbox.
+
+    The codes go first: on PostgreSQL (read committed) each statement sees what committed before
+    it, and an exchange that claimed a code just before would otherwise store its refresh token
+    after the refresh tokens were revoked: a live refresh token under a revoked grant (the crash
+    test found it). Revoking the open codes locks them, so an exchange under way finishes first and
+    its refresh token is then revoked with the others, and a later one claims nothing."""
     now = int(clock.now())
 
-    def work(conn: Connection) -> dict:
+    def work(conn: Connection) -> tuple[dict, str]:
         app = apps_repo.by_client_id(conn, client_id) if isinstance(client_id, str) else None
         grant = grants_repo.live_grant(conn, user_id, app.id) if app is not None else None
         if grant is None or not grants_repo.revoke_grant(conn, grant.id, now):
             raise errors.AuthorizationNotFound()
-        tokens_repo.revoke_for_grant(conn, grant.id, now)
         codes_repo.revoke_for_grant(conn, grant.id, now)
+        tokens_repo.revoke_for_grant(conn, grant.id, now)
         repo.insert_revocation(conn, grant_id=grant.id, revoked_at=now, expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
         event_id = outbox.write_event(conn, app_id=app.id, asu=grant.asu, reason=outbox.USER_REVOKED, now=now,
                                       deliverable=app.webhook_url is not None)
+        _cover_until_now(conn, clock, grant.id, now, access_ttl)
         notify(conn)
-        return {"clientId": client_id, "revokedAt": iso(now), "eventId": event_id}
-    result = await db.transaction(work)
-    await refresh_checklist(db, clock, checklist)
+        return {"clientId": client_id, "revokedAt": iso(now), "eventId": event_id}, grant.id
+    result, grant_id = await db.transaction(work)
+    await cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)
     return result
+
+
+def _cover_until_now(conn: Connection, clock: Clock, grant_id: str, revoked_at: int, access_ttl: int) -> None:
+    """Inside the revoking transaction, just before its commit: if the clock has passed the
+    entry's second, an entry at the current second too (see cover_racing_tokens), so that a crash
+    right after the commit leaves at most the commit's own round trip uncovered."""
+    latest = int(clock.now())
+    if latest > revoked_at:
+        repo.insert_revocation(conn, grant_id=grant_id, revoked_at=latest,
+                               expires_at=latest + access_ttl + KEEP_PAST_EXPIRY)
+
+
+async def cover_racing_tokens(db: Database, clock: Clock, checklist: CheckList, grant_id: str, revoked_at: int,
+                              access_ttl: int) -> None:
+    """After a grant's entry committed: learn it, and, when the clock has passed the entry's
+    second since, add one at the current second. A token is stamped with the time its request
+    started (tokens.py), before the database read that found its code or refresh token live; a read
+    that raced this revocation started before the commit, so its tokens are covered by this entry
+    too, even if they were minted, here or in another process, seconds later."""
+    await refresh_checklist(db, clock, checklist)
+    later = int(clock.now())
+    if later > (checklist.grant_revoked_at(grant_id) or revoked_at):
+        def work(conn: Connection) -> None:
+            repo.insert_revocation(conn, grant_id=grant_id, revoked_at=later,
+                                   expires_at=later + access_ttl + KEEP_PAST_EXPIRY)
+            notify(conn)
+        await db.transaction(work)
+        await refresh_checklist(db, clock, checklist)
 
 
 # ---- RFC 7009 and RFC 7662, for clients -----------------------------------------------------------------
@@ -92,7 +127,7 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
     access token, by its jti. Unknown or expired tokens are not an error (2.2)."""
     now = int(clock.now())
 
-    def work(conn: Connection) -> bool:
+    def work(conn: Connection) -> str | bool:
         if opaque.has_prefix(token, opaque.REFRESH_TOKEN):
             row = tokens_repo.by_hash(conn, opaque.digest(token))
             if row is None or row.app_id != app.id or row.revoked_at is not None:
@@ -100,15 +135,20 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
             tokens_repo.revoke_one(conn, row.token_hash, now)
             repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
                                    expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
-        else:
-            claims = _claims(token, keys, issuer, audience, now)
-            if claims is None or claims["client_id"] != app.client_id:
-                return False
-            repo.insert_revocation(conn, jti=claims["jti"], revoked_at=now,
-                                   expires_at=int(claims["exp"]) + KEEP_PAST_EXPIRY)
+            _cover_until_now(conn, clock, row.grant_id, now, access_ttl)
+            notify(conn)
+            return row.grant_id
+        claims = _claims(token, keys, issuer, audience, now)
+        if claims is None or claims["client_id"] != app.client_id:
+            return False
+        repo.insert_revocation(conn, jti=claims["jti"], revoked_at=now,
+                               expires_at=int(claims["exp"]) + KEEP_PAST_EXPIRY)
         notify(conn)
         return True
-    if await db.transaction(work):
+    revoked = await db.transaction(work)
+    if isinstance(revoked, str):  # a refresh token: its grant's entry
+        await cover_racing_tokens(db, clock, checklist, revoked, now, access_ttl)
+    elif revoked:
         await refresh_checklist(db, clock, checklist)
 
 

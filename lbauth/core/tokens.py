@@ -7,7 +7,7 @@ import base64
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,14 +60,26 @@ class AccessTokens:
         self._verified: dict[bytes, dict[str, Any]] = {}
         self._verified_version: object = None
 
-    async def issue_time(self, grant_id: str) -> int:
-        """Now, in whole seconds, but past any revocation of this grant: a grant entry on the
-        check-list refuses the grant's tokens with `iat <= revokedAt`, so a token minted in the same
-        second as a revocation (RFC 7009, a replayed code) waits for the next second."""
-        revoked_at = self.checklist.grant_revoked_at(grant_id)
-        if revoked_at is not None and self.clock.now() < revoked_at + 1:
-            await self.clock.sleep(revoked_at + 1 - self.clock.now())
-        return int(self.clock.now())
+    async def issue_time(self, grant_id: str, started: int, live: Callable[[], Awaitable[bool]]) -> int:
+        """The token's `iat`: `started`, when its request began, before the database read that
+        found its code or refresh token live, so that a revocation committed after that read
+        covers the token wherever and whenever it is minted (revocation.cover_racing_tokens).
+
+        A grant entry already known here at or after `started` may have raced the request. The
+        token is then stamped past it (a grant entry refuses the grant's tokens with
+        `iat <= revokedAt`, so a token minted in the same second as an RFC 7009 revocation of
+        another refresh token waits for the next second), but only if, after that stamp was taken,
+        `live()` finds the request's refresh token unrevoked. If the entry's transaction revoked it
+        (the grant revoked, that token revoked, its code replayed), the request came first and its
+        token is one of those the entry revokes: it keeps `started`."""
+        issued_at = started
+        while (revoked_at := self.checklist.grant_revoked_at(grant_id)) is not None and issued_at <= revoked_at:
+            if self.clock.now() < revoked_at + 1:
+                await self.clock.sleep(revoked_at + 1 - self.clock.now())
+            issued_at = int(self.clock.now())
+            if not await live():
+                return started
+        return issued_at
 
     def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
              jti: str, now: int) -> str:
@@ -163,9 +175,9 @@ async def exchange_code(db: Database, clock: Clock, tokens: AccessTokens, *, cli
             await refresh_checklist(db, clock, tokens.checklist)
         raise error
     scopes = tuple(claimed.scopes)
+    issued_at = await tokens.issue_time(claimed.grant_id, now, lambda: _live(db, opaque.digest(refresh_token)))
     access_token = tokens.mint(user_id=claimed.user_id, client_id=client_id, scopes=scopes,
-                               grant_id=claimed.grant_id, asu=claimed.asu, jti=jti,
-                               now=await tokens.issue_time(claimed.grant_id))
+                               grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at)
     return TokenSet(access_token, refresh_token, settings.access_token_ttl, scopes)
 
 
@@ -207,13 +219,12 @@ async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, client_id
     One statement finds the token and authenticates its client; a second, only on failure,
     says whether the client or the token was wrong."""
     secret_digest = opaque.digest(client_secret)
-    row = None
+    now, row = int(clock.now()), None  # now: before the read (AccessTokens.issue_time)
     if opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
         row = await db.read(tokens_repo.for_client, opaque.digest(refresh_token), client_id, secret_digest)
     if row is None:  # bound to its client (contract 6): another app's token is as good as none
         app = await db.read(_checked_client, client_id, secret_digest)
         raise app if isinstance(app, errors.LbauthError) else errors.RefreshTokenInvalid()
-    now = int(clock.now())
     if row.revoked_at is not None:
         raise errors.RefreshTokenRevoked()
     if row.expires_at <= now:
@@ -223,7 +234,14 @@ async def refresh(db: Database, clock: Clock, tokens: AccessTokens, *, client_id
         if not set(scope) <= set(granted):
             raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
         granted = scope
+    issued_at = await tokens.issue_time(row.grant_id, now, lambda: _live(db, row.token_hash))
     access_token = tokens.mint(user_id=row.user_id, client_id=client_id, scopes=granted, grant_id=row.grant_id,
-                               asu=row.asu, jti=new_jti(), now=await tokens.issue_time(row.grant_id))
+                               asu=row.asu, jti=new_jti(), now=issued_at)
     return TokenSet(access_token, refresh_token, tokens.settings.access_token_ttl, granted)
+
+
+async def _live(db: Database, refresh_hash: str) -> bool:
+    """Is this refresh token still unrevoked? Asked only when a revocation may have raced a request."""
+    row = await db.read(tokens_repo.by_hash, refresh_hash)
+    return row is not None and row.revoked_at is None
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, and_, exists, insert, or_, select
+from sqlalchemy import Connection, Row, and_, exists, insert, or_, select, text
 
 from lbauth.storage.models import revocations
 
 PAGE = 1000
+# Every reader follows the list by id (a cursor). PostgreSQL hands out an id at INSERT and shows the
+# row at COMMIT, so of two revocations under way the later id could commit first, and a reader that
+# saw it would move its cursor past the other and never see that one: a process, or an offline
+# verifier, would accept a revoked grant's tokens until it restarts. Taken before the insert and
+# held to the commit, this lock makes the commit order the id order. SQLite: BEGIN IMMEDIATE does.
+_IN_ID_ORDER = text("SELECT pg_advisory_xact_lock(7009010901)")
 
 
 def insert_revocation(conn: Connection, **values: object) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(_IN_ID_ORDER)
     conn.execute(insert(revocations).values(**values))
 
 
