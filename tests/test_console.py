@@ -105,6 +105,25 @@ async def test_nobody_else_sees_or_changes_the_app(srv, receiver):  # noqa: F811
 
 
 
+async def test_an_owner_cannot_redeliver_another_apps_event(srv, receiver):  # noqa: F811
+    owner, stranger = await srv.create_user(), await srv.create_user()
+    session, _ = await _signed_in(srv, owner)
+    page = await _create(session, receiver.url)
+    send = next(f for f in page.forms if f.hidden().get("action") == "test-webhook")
+    await session.follow(await session.submit(page, send))
+    await srv.running.deliverer.flush()
+    page = await session.get(f"/console/apps/{_code(page, 'client-id')}")
+    event_id = next(f for f in page.forms if f.hidden().get("action") == "redeliver").hidden()["event_id"]
+
+    other, _ = await _signed_in(srv, stranger)
+    own_page = await _create(other)
+    redeliver = {**own_page.forms[0].hidden(), "action": "redeliver", "event_id": event_id}
+    forged = await other.request("POST", f"/console/apps/{_code(own_page, 'client-id')}", form=redeliver)
+    assert forged.status == 404
+    await srv.running.deliverer.flush()
+    assert len(receiver.at("/hook")) == 1
+
+
 async def test_settings_are_edited_and_bad_values_explained(srv, receiver):  # noqa: F811
     owner = await srv.create_user()
     session, _ = await _signed_in(srv, owner)

@@ -177,12 +177,14 @@ async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict
     return found
 
 
-async def redeliver(db: Database, clock: Clock, event_id: str) -> dict:
-    """Queue an event again, now, with a fresh round of the retry schedule (same eventId)."""
+async def redeliver(db: Database, clock: Clock, event_id: str, *, client_id: str | None = None) -> dict:
+    """Queue an event again, now, with a fresh round of the retry schedule (same eventId).
+    With `client_id`, only an event of that app (the console: its owner's events only)."""
     now = int(clock.now())
 
     def work(conn: Connection) -> Row:
-        if repo.by_id(conn, event_id) is None:
+        event = repo.by_id(conn, event_id)
+        if event is None or client_id is not None and event.client_id != client_id:
             raise NotFound("No such webhook event.")
         repo.update_event(conn, event_id, status="pending", next_attempt_at=now, round_attempts=0, lease_until=None)
         return repo.by_id(conn, event_id)

@@ -126,10 +126,7 @@ class AppPage(ConsolePage):
                 await outbox.send_test(s.db, s.clock, client_id)
                 done = "test"
             elif action == "redeliver":
-                event_id = form.get("event_id", "")
-                if event_id not in {e["eventId"] for e in await outbox.list_events(s.db, client_id=client_id)}:
-                    raise NotFound()
-                await outbox.redeliver(s.db, s.clock, event_id)
+                await outbox.redeliver(s.db, s.clock, form.get("event_id", ""), client_id=client_id)
                 done = "redelivered"
             elif action == "enable-webhook":
                 await apps.update_app(s.db, s.clock, s.app_policy, client_id, enable_webhook=True)
