@@ -93,7 +93,8 @@ class Seeded:
     session: str  # the pages' signed session cookie
     xsrf: str  # the `_xsrf` cookie value, which is also the form field
     log: Path
-    statuses: dict[str, collections.Counter] = field(default_factory=lambda: collections.defaultdict(collections.Counter))
+    statuses: dict[str, collections.Counter] = field(
+        default_factory=lambda: collections.defaultdict(collections.Counter))
 
     def post(self, path: str, **kwargs: Any) -> requests.Response:
         return self.http.post(self.url + path, allow_redirects=False, timeout=20, **kwargs)

@@ -100,24 +100,26 @@ class Traffic:
             pair = rng.choice(self.busy)
             setup: Setup = pair["setup"]
             if kind == "me":
-                await self.call(kind, lambda t: client.get("/api/auth/me", bearer=pair["tokens"]["accessToken"],
-                                                           timeout=t))
+                token = pair["tokens"]["accessToken"]
+                await self.call(kind, lambda t, token=token: client.get("/api/auth/me", bearer=token, timeout=t))
             elif kind == "refresh":
-                await self.call(kind, lambda t: client.post("/api/oauth/token/refresh", timeout=t, form={
-                    "grant_type": "refresh_token", "refresh_token": pair["tokens"]["refreshToken"],
-                    "client_id": setup.client_id, "client_secret": setup.client_secret}))
+                form = {"grant_type": "refresh_token", "refresh_token": pair["tokens"]["refreshToken"],
+                        "client_id": setup.client_id, "client_secret": setup.client_secret}
+                await self.call(kind, lambda t, form=form: client.post("/api/oauth/token/refresh", timeout=t,
+                                                                       form=form))
             elif kind == "login":
-                await self.call(kind, lambda t: client.post("/api/auth/login", timeout=t, json={
-                    "email": setup.user["email"], "password": setup.user["password"]}))
+                login = {"email": setup.user["email"], "password": setup.user["password"]}
+                await self.call(kind, lambda t, login=login: client.post("/api/auth/login", timeout=t, json=login))
             elif kind == "flow":
-                got = await self.call("authorize", lambda t: client.post(
-                    "/api/oauth/authorize/external", bearer=setup.token, timeout=t,
-                    json={"clientId": setup.client_id, "redirectUri": setup.redirect_uri, "scope": ["userinfo"]}))
+                asked = {"clientId": setup.client_id, "redirectUri": setup.redirect_uri, "scope": ["userinfo"]}
+                got = await self.call("authorize", lambda t, s=setup, asked=asked: client.post(
+                    "/api/oauth/authorize/external", bearer=s.token, timeout=t, json=asked))
                 if got.response is not None and got.response.status == 200:
-                    code = got.response.json["data"]["code"]
-                    await self.call("exchange", lambda t: client.post("/api/oauth/token/code", timeout=t, form={
-                        "grant_type": "authorization_code", "code": code, "redirect_uri": setup.redirect_uri,
-                        "client_id": setup.client_id, "client_secret": setup.client_secret}))
+                    form = {"grant_type": "authorization_code", "code": got.response.json["data"]["code"],
+                            "redirect_uri": setup.redirect_uri, "client_id": setup.client_id,
+                            "client_secret": setup.client_secret}
+                    await self.call("exchange", lambda t, form=form: client.post("/api/oauth/token/code", timeout=t,
+                                                                                 form=form))
             await asyncio.sleep(pause)
 
     async def revoker(self, pause: float) -> None:

@@ -9,6 +9,7 @@ import hashlib
 from urllib.parse import quote, urlencode, urlsplit
 
 import jwt
+
 from tests.conftest import start_server
 from tests.flow_helpers import (
     REGISTERED_URI,
