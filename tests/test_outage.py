@@ -43,6 +43,7 @@ from tests.conftest import _pg_admin, start_server
 from tests.flow_helpers import Setup, refresh, tokens_for
 from tests.processes import ServerProcess
 from tests.receiver import Answer, Receiver
+from tests.test_multiprocess import _true, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -242,15 +243,6 @@ class Silent:
         await self.cut()
         await self.restore()
         self.listener.close()
-
-
-async def wait_until(predicate, seconds: float, step: float = 0.1) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        if await predicate():
-            return time.monotonic() - started
-        await asyncio.sleep(step)
-    raise AssertionError(f"not within {seconds} s")
 
 
 @pytest.fixture
@@ -453,7 +445,3 @@ async def test_postgres_outage_under_traffic(tmp_path, database_url, receiver, k
         server.stop()
         await outage.close()
         await db.close()
-
-
-async def _true(value: bool) -> bool:
-    return value
