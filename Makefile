@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint clean bench soak chromium
+.PHONY: run test install lint clean bench soak chromium node-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,9 @@ run: $(VENV)/.installed-run
 ## test: the whole suite, on SQLite and on PostgreSQL (LBAUTH_TEST_POSTGRES_URL, default
 ##       postgresql+asyncpg://postgres@127.0.0.1:5432/test; skipped if unreachable unless CI=true).
 ##       The browser tests need Debian's chromium (installed here when run as root; skipped
-##       without it unless CI=true).
-test: $(VENV)/.installed-test chromium
+##       without it unless CI=true). The Node tests need node and tests/package.json's packages
+##       (installed here with npm; skipped without node unless CI=true).
+test: $(VENV)/.installed-test chromium node-packages
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
@@ -52,12 +53,29 @@ chromium:
 		fi; \
 	fi
 
+# The test suite's Node packages (tests/package.json, exact versions from tests/package-lock.json),
+# from the npm registry, when npm exists; again only when either file changes (the stamp).
+NODE_STAMP := tests/node_modules/.installed
+node-packages: $(NODE_STAMP)
+$(NODE_STAMP): tests/package.json tests/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "Installing the tests' Node packages (npm ci in tests/)"; \
+		(cd tests && npm ci --no-audit --no-fund --loglevel=error) && touch $@ \
+		|| echo "npm ci failed: the Node tests will be skipped (they fail under CI=true)"; \
+	else \
+		echo "npm is missing: the Node tests will be skipped (they fail under CI=true)"; \
+	fi
+
+## lint: ruff; the import rules of setup.cfg [importlinter] (lint-imports); mypy on the core and
+## storage (every function typed; pyproject.toml [tool.mypy])
 lint: $(VENV)/.installed-test
 	$(PIP) install ruff
 	$(BIN)/ruff check lbauth tests tools
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m mypy lbauth/core lbauth/storage
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache tests/node_modules
 
 ## bench: the benchmarks (tools/bench.py); writes bench-results.json. BENCH_ARGS=--quick for a short run.
 BENCH_ARGS ?=

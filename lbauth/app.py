@@ -32,6 +32,7 @@ ROUTES = [
     (r"/oauth/introspect", oauth_rfc.OAuthIntrospectHandler),
     (r"/.well-known/jwks.json", wellknown.JwksHandler),
     (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
+    (r"/.well-known/oauth-authorization-server/(.+)", wellknown.IssuerPathMetadataHandler),
     # Pages ({auth_url})
     (r"/oauth/?", AuthorizePage),
     (r"/login", pages.LoginPage),

@@ -19,15 +19,18 @@ from sqlalchemy.engine import make_url
 from lbauth import demo, logs
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
-from lbauth.core import apps, keys, outbox, users
-from lbauth.core.apps import AppPolicy
-from lbauth.core.keys import RotationRefused
-from lbauth.core.masterkey import MasterKeyError, load_master_keys
+from lbauth.core.accounts import users
+from lbauth.core.clients import apps, outbox
+from lbauth.core.clients.apps import AppPolicy
+from lbauth.core.crypto import keys
+from lbauth.core.crypto.keys import RotationRefused
+from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
+from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
 from lbauth.storage import migrate
-from lbauth.storage.db import Database
+from lbauth.storage.db import Database, open_database
 
 Command = Callable[[argparse.Namespace, Settings], Awaitable[Any]]
 
@@ -71,8 +74,8 @@ def _print_record(record: dict[str, Any]) -> None:
 # ---- database access for commands ----------------------------------------------------------------
 
 async def _database(settings: Settings) -> Database:
-    from lbauth.server import open_database
-    return await open_database(settings)
+    from lbauth.server import open_storage
+    return await open_storage(settings)
 
 
 async def with_database(settings: Settings, work: Callable[[Database], Awaitable[Any]]) -> Any:
@@ -87,11 +90,12 @@ async def with_database(settings: Settings, work: Callable[[Database], Awaitable
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     from lbauth.server import serve
+    settings_mod.check_for_serving(settings)
     serve(settings)  # runs its own event loop(s): several workers are forked processes
 
 
 async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
-    db = Database(settings.database_url)
+    db = open_database(settings.database_url)
     try:
         before, after = await migrate.upgrade(db)
     finally:
@@ -117,10 +121,12 @@ def _policy(settings: Settings) -> AppPolicy:
 
 
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
-    master = load_master_keys(settings)
-    return await with_database(settings, lambda db: apps.create_app(
-        db, SystemClock(), master, _policy(settings), name=args.name, owner_email=args.owner,
-        redirect_uris=args.redirect_uri, allowed_scopes=args.scope, webhook_url=args.webhook_url))
+    async def work(db: Database) -> dict:
+        return await apps.create_app(
+            db, SystemClock(), await master_keys_for(db, settings), _policy(settings), name=args.name,
+            owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
+            webhook_url=args.webhook_url)
+    return await with_database(settings, work)
 
 
 async def cmd_apps_list(args: argparse.Namespace, settings: Settings) -> list:
@@ -144,9 +150,10 @@ async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -
 
 
 async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
-    master = load_master_keys(settings)
-    return await with_database(settings, lambda db: apps.rotate_webhook_secret(db, SystemClock(), master,
-                                                                          args.client_id))
+    async def work(db: Database) -> dict:
+        return await apps.rotate_webhook_secret(db, SystemClock(), await master_keys_for(db, settings),
+                                                args.client_id)
+    return await with_database(settings, work)
 
 
 async def cmd_apps_test_webhook(args: argparse.Namespace, settings: Settings) -> dict:
@@ -165,9 +172,17 @@ async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
     return await with_database(settings, keys.list_keys)
 
 
+def cmd_keys_new_master_key(args: argparse.Namespace, settings: Settings) -> dict | str:
+    """A new master key (contract 8): the key alone on its line, for LBAUTH_MASTER_KEY or a key
+    file; with --json, the key and its id (the id that the refusal to start names)."""
+    text = generate_key_text()
+    return {"keyId": MasterKeys.parse(text, "key").primary_id, "key": text} if args.json else text
+
+
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> dict | None:
-    master = load_master_keys(settings)
-    result = await with_database(settings, lambda db: demo.ensure_demo(db, SystemClock(), master, settings))
+    async def work(db: Database) -> dict:
+        return await demo.ensure_demo(db, SystemClock(), await master_keys_for(db, settings), settings)
+    result = await with_database(settings, work)
     if args.json:
         return result
     print(demo.describe(result))
@@ -258,9 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(w, "redeliver", cmd_webhooks_redeliver, "queue an event again, now, with a fresh retry schedule")
     p.add_argument("event_id", metavar="EVENT_ID")
 
-    k = sub.add_parser("keys", help="signing keys").add_subparsers(dest="keys_command", metavar="COMMAND",
-                                                                    required=True)
+    k = sub.add_parser("keys", help="signing keys and master keys").add_subparsers(
+        dest="keys_command", metavar="COMMAND", required=True)
     command(k, "list", cmd_keys_list, "list signing keys and their states")
+    command(k, "new-master-key", cmd_keys_new_master_key,
+            "print a new master key (for LBAUTH_MASTER_KEY: the same list on every server)")
     return parser
 
 

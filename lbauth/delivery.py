@@ -24,9 +24,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.netutil import DefaultLoopResolver, Resolver
 
 from lbauth import logs, webhooks
-from lbauth.core import outbox, urls
-from lbauth.core.apps import webhook_secret_purpose
-from lbauth.core.masterkey import MasterKeyError
+from lbauth.core import urls
+from lbauth.core.clients import outbox
+from lbauth.core.clients.apps import webhook_secret_purpose
+from lbauth.core.crypto.masterkey import MasterKeyError
 from lbauth.errors import ServerUnavailable
 from lbauth.services import Services
 

@@ -7,8 +7,9 @@ import secrets
 from urllib.parse import urlencode
 
 from lbauth.clock import Clock
-from lbauth.core import apps, users
-from lbauth.core.masterkey import MasterKeys
+from lbauth.core.accounts import users
+from lbauth.core.clients import apps
+from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo

@@ -1,18 +1,38 @@
 """Every error lbauth reports, one class per subCode (contract section 3).
 
-The domain core raises these; only the HTTP layer renders them, as the envelope
-`{"code": N, "message": "...", "subCode": "..."}` with HTTP status N. Messages are fixed,
+The domain core raises these; only the HTTP layer renders them: as the envelope
+`{"code": N, "message": "...", "subCode": "..."}` with HTTP status N on /api/, as
+`{"error": rfc_error, "error_description": message}` on the RFC endpoints, and as `error` at the
+client's redirect URI when `redirectable` (`AuthorizationRedirect`). Messages are fixed,
 human-readable text: they never carry a token, code, secret or password.
-This module imports only the standard library (lbauth.verify depends on it).
+Standard library only. lbauth.verify has its own `TokenError`; `by_sub_code` maps it to a class here.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
+_BY_SUB_CODE: dict[str, type[LbauthError]] = {}
+
 
 class LbauthError(Exception):
+    """`status` is the HTTP status and envelope `code`; `rfc_error` the OAuth error code (RFC 6749
+    4.1.2.1 and 5.2, RFC 6750 3.1, RFC 7009, RFC 7591 3.2.2, OpenID Connect Core 3.1.2.6)."""
+
     status: int = 400
-    sub_code: str = "request.invalid"
+    sub_code: ClassVar[str] = "request.invalid"
     message: str = "The request is invalid."
+    rfc_error: ClassVar[str] = "invalid_request"
+    # May the client hear it at its redirect URI (RFC 6749 4.1.2.1)? Not when the client or the
+    # redirect URI itself is in doubt: the authorization page then shows an error page with
+    # `page_status` instead (contract 5). None: `status`.
+    redirectable: ClassVar[bool] = True
+    page_status: ClassVar[int | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "sub_code" in cls.__dict__:
+            _BY_SUB_CODE[cls.sub_code] = cls
 
     def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None) -> None:
         if message is not None:
@@ -20,17 +40,8 @@ class LbauthError(Exception):
         self.headers = dict(headers or {})
         super().__init__(self.message)
 
-    def envelope(self) -> dict:
+    def envelope(self) -> dict[str, Any]:
         return {"code": self.status, "message": self.message, "subCode": self.sub_code}
-
-
-_BY_SUB_CODE: dict[str, type[LbauthError]] = {}
-
-
-def _error(name: str, status: int, sub_code: str, message: str) -> type[LbauthError]:
-    cls = type(name, (LbauthError,), {"status": status, "sub_code": sub_code, "message": message})
-    _BY_SUB_CODE[sub_code] = cls
-    return cls
 
 
 def by_sub_code(sub_code: str) -> type[LbauthError]:
@@ -38,53 +49,214 @@ def by_sub_code(sub_code: str) -> type[LbauthError]:
     return _BY_SUB_CODE[sub_code]
 
 
-# Requests in general
-ValidationFailed = _error("ValidationFailed", 400, "request.validation_failed", "Field required")
-NotFound = _error("NotFound", 404, "request.not_found", "No such resource.")
-MethodNotAllowed = _error("MethodNotAllowed", 405, "request.method_not_allowed",
-                          "This method is not allowed on this resource.")
-RequestTooLarge = _error("RequestTooLarge", 413, "request.too_large", "The request body is too large.")
-RateLimited = _error("RateLimited", 429, "request.rate_limited", "Too many requests; retry later.")
-ServerUnavailable = _error("ServerUnavailable", 503, "server.unavailable",
-                           "The service is temporarily unavailable; retry later.")
-FormExpired = _error("FormExpired", 403, "request.xsrf_failed",
-                     "This form has expired or did not come from this site. Reload the page and try again.")
-InternalError = _error("InternalError", 500, "server.internal_error", "An internal error occurred.")
+class AuthorizationRedirect(Exception):
+    """An authorization request's error the client learns at its redirect URI (RFC 6749 4.1.2.1)."""
 
-# Authorization (spec 4.2, 7)
-ApplicationNotFound = _error("ApplicationNotFound", 404, "oauth2.application.not_found",
-                             "The application does not exist.")
-RedirectUriMismatch = _error("RedirectUriMismatch", 400, "oauth2.redirect_uri.mismatch",
-                             "The redirect URI does not match the application's configuration.")
-ScopeInvalid = _error("ScopeInvalid", 400, "oauth2.scope.invalid", "The requested scope is invalid.")
-AuthorizationNotFound = _error("AuthorizationNotFound", 404, "oauth2.authorization.not_found",
-                               "You have not authorized this application.")
+    def __init__(self, error: LbauthError, redirect_uri: str, state: str | None) -> None:
+        assert error.redirectable, error.sub_code
+        super().__init__(error.message)
+        self.error, self.redirect_uri, self.state = error, redirect_uri, state
 
-# Token endpoints (spec 4.3, 4.4)
-GrantTypeInvalid = _error("GrantTypeInvalid", 400, "oauth2.grant_type.invalid", "The grant_type is invalid.")
-CodeInvalid = _error("CodeInvalid", 400, "oauth2.code.invalid", "The authorization code is invalid.")
-CodeExpired = _error("CodeExpired", 400, "oauth2.code.expired", "The authorization code has expired.")
-CodeUsed = _error("CodeUsed", 400, "oauth2.code.used", "The authorization code has already been used.")
-CodeVerifierInvalid = _error("CodeVerifierInvalid", 400, "oauth2.code_verifier.invalid",
-                             "The PKCE code_verifier does not match the code challenge.")
-ClientSecretMismatch = _error("ClientSecretMismatch", 401, "oauth2.client.secret_mismatch",
-                              "The client credentials are not valid.")
-RefreshTokenInvalid = _error("RefreshTokenInvalid", 400, "oauth2.refresh_token.invalid",
-                             "The refresh token is invalid.")
-RefreshTokenExpired = _error("RefreshTokenExpired", 400, "oauth2.refresh_token.expired",
-                             "The refresh token has expired.")
-RefreshTokenRevoked = _error("RefreshTokenRevoked", 400, "oauth2.refresh_token.revoked",
-                             "The refresh token has been revoked.")
+    def params(self) -> dict[str, str | None]:
+        return {"error": self.error.rfc_error, "error_description": self.error.message, "state": self.state}
 
-# Bearer-protected endpoints (spec 5, RFC 6750)
-TokenMissing = _error("TokenMissing", 401, "oauth2.token.missing",
-                      "A bearer token is required (Authorization: Bearer <token>).")
-TokenInvalid = _error("TokenInvalid", 401, "oauth2.token.invalid", "The access token is invalid.")
-TokenExpired = _error("TokenExpired", 401, "oauth2.token.expired", "The access token has expired.")
-TokenRevoked = _error("TokenRevoked", 401, "oauth2.token.revoked", "The access token has been revoked.")
-ScopeInsufficient = _error("ScopeInsufficient", 403, "oauth2.scope.insufficient",
-                           "The access token does not carry the scope this resource needs.")
 
-# Users (contract 4)
-LoginFailed = _error("LoginFailed", 401, "auth.login.failed", "The email or password is wrong.")
-Conflict = _error("Conflict", 409, "request.conflict", "The resource already exists.")
+# ---- requests in general ----------------------------------------------------------------------------
+
+class ValidationFailed(LbauthError):
+    sub_code, message = "request.validation_failed", "Field required"
+
+
+class MalformedRequest(ValidationFailed):
+    """A request Tornado refused before our code saw it: `request.validation_failed` with its status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__("The request is malformed.")
+        self.status = status
+
+
+class NotFound(LbauthError):
+    status, sub_code, message = 404, "request.not_found", "No such resource."
+
+
+class MethodNotAllowed(LbauthError):
+    status, sub_code, message = 405, "request.method_not_allowed", "This method is not allowed on this resource."
+
+
+class RequestTooLarge(LbauthError):
+    status, sub_code, message = 413, "request.too_large", "The request body is too large."
+
+
+class RateLimited(LbauthError):
+    status, sub_code, message = 429, "request.rate_limited", "Too many requests; retry later."
+
+
+class ServerUnavailable(LbauthError):
+    status, sub_code, rfc_error = 503, "server.unavailable", "temporarily_unavailable"
+    message = "The service is temporarily unavailable; retry later."
+
+
+class FormExpired(LbauthError):
+    status, sub_code = 403, "request.xsrf_failed"
+    message = "This form has expired or did not come from this site. Reload the page and try again."
+
+
+class InternalError(LbauthError):
+    status, sub_code, rfc_error = 500, "server.internal_error", "server_error"
+    message = "An internal error occurred."
+
+
+# ---- authorization (spec 4.1, 4.2, 7; RFC 6749 4.1.2.1) ---------------------------------------------
+
+class UntrustedClientRequest(LbauthError):
+    """A bad client or redirect URI: never redirected to; the authorization page answers 400 (contract 5)."""
+    redirectable, page_status = False, 400
+
+
+class ApplicationNotFound(UntrustedClientRequest):
+    status, sub_code, message = 404, "oauth2.application.not_found", "The application does not exist."
+
+
+class RedirectUriMismatch(UntrustedClientRequest):
+    """At the token endpoint: not the authorization request's redirect URI (RFC 6749 4.1.3, 5.2)."""
+    sub_code, rfc_error = "oauth2.redirect_uri.mismatch", "invalid_grant"
+    message = "The redirect URI does not match the application's configuration."
+
+
+class ScopeInvalid(LbauthError):
+    sub_code, rfc_error, message = "oauth2.scope.invalid", "invalid_scope", "The requested scope is invalid."
+
+
+class ResponseTypeUnsupported(LbauthError):
+    sub_code, rfc_error = "oauth2.response_type.unsupported", "unsupported_response_type"
+    message = "Only response_type=code is supported"
+
+
+class AccessDenied(LbauthError):
+    status, sub_code, rfc_error = 403, "oauth2.authorization.denied", "access_denied"
+    message = "The user denied the request."
+
+
+class AuthorizationNotFound(LbauthError):
+    status, sub_code, message = 404, "oauth2.authorization.not_found", "You have not authorized this application."
+
+
+class InteractionRequired(LbauthError):
+    """prompt=none, but the user would have to act (OpenID Connect Core 3.1.2.6)."""
+    sub_code, rfc_error = "oauth2.interaction.required", "interaction_required"
+    message = "The user must interact with the authorization server."
+
+
+class LoginRequired(InteractionRequired):
+    sub_code, rfc_error, message = "oauth2.login.required", "login_required", "The user must sign in."
+
+
+class ConsentRequired(InteractionRequired):
+    sub_code, rfc_error, message = "oauth2.consent.required", "consent_required", "The user must approve this app."
+
+
+class TargetInvalid(LbauthError):
+    """RFC 8707 2: a resource indicator this server does not know, or the client may not ask for."""
+    sub_code, rfc_error, message = "oauth2.target.invalid", "invalid_target", "The requested resource is invalid."
+
+
+# ---- token endpoints (spec 4.3, 4.4; RFC 6749 5.2) --------------------------------------------------
+
+class GrantTypeInvalid(LbauthError):
+    sub_code, rfc_error, message = "oauth2.grant_type.invalid", "unsupported_grant_type", "The grant_type is invalid."
+
+
+class ClientSecretMismatch(LbauthError):
+    status, sub_code, rfc_error = 401, "oauth2.client.secret_mismatch", "invalid_client"
+    message = "The client credentials are not valid."
+
+
+class InvalidGrant(LbauthError):
+    """The code or refresh token is not good for this client (RFC 6749 5.2 invalid_grant)."""
+    rfc_error = "invalid_grant"
+
+
+class CodeInvalid(InvalidGrant):
+    sub_code, message = "oauth2.code.invalid", "The authorization code is invalid."
+
+
+class CodeExpired(InvalidGrant):
+    sub_code, message = "oauth2.code.expired", "The authorization code has expired."
+
+
+class CodeUsed(InvalidGrant):
+    sub_code, message = "oauth2.code.used", "The authorization code has already been used."
+
+
+class CodeVerifierInvalid(InvalidGrant):
+    sub_code, message = "oauth2.code_verifier.invalid", "The PKCE code_verifier does not match the code challenge."
+
+
+class RefreshTokenInvalid(InvalidGrant):
+    sub_code, message = "oauth2.refresh_token.invalid", "The refresh token is invalid."
+
+
+class RefreshTokenExpired(InvalidGrant):
+    sub_code, message = "oauth2.refresh_token.expired", "The refresh token has expired."
+
+
+class RefreshTokenRevoked(InvalidGrant):
+    sub_code, message = "oauth2.refresh_token.revoked", "The refresh token has been revoked."
+
+
+# ---- bearer-protected endpoints (spec 5, RFC 6750 3.1) ----------------------------------------------
+
+class BearerTokenError(LbauthError):
+    """Answered with an RFC 6750 3 `WWW-Authenticate` challenge naming `rfc_error`."""
+    status, rfc_error = 401, "invalid_token"
+
+    @property
+    def challenge(self) -> str:
+        return f'Bearer error="{self.rfc_error}"'
+
+
+class TokenMissing(BearerTokenError):
+    sub_code, message = "oauth2.token.missing", "A bearer token is required (Authorization: Bearer <token>)."
+    rfc_error = "invalid_request"
+
+    @property
+    def challenge(self) -> str:
+        return "Bearer"  # RFC 6750 3.1: no error code when the request carried no token
+
+
+class TokenInvalid(BearerTokenError):
+    sub_code, message = "oauth2.token.invalid", "The access token is invalid."
+
+
+class TokenExpired(BearerTokenError):
+    sub_code, message = "oauth2.token.expired", "The access token has expired."
+
+
+class TokenRevoked(BearerTokenError):
+    sub_code, message = "oauth2.token.revoked", "The access token has been revoked."
+
+
+class ScopeInsufficient(BearerTokenError):
+    status, sub_code, rfc_error = 403, "oauth2.scope.insufficient", "insufficient_scope"
+    message = "The access token does not carry the scope this resource needs."
+
+
+# ---- client registration (RFC 7591 3.2.2) ---------------------------------------------------------
+
+class ClientMetadataInvalid(LbauthError):
+    sub_code, rfc_error = "oauth2.client_metadata.invalid", "invalid_client_metadata"
+    message = "The client metadata is invalid."
+
+
+class RedirectUriInvalid(ClientMetadataInvalid):
+    sub_code, rfc_error, message = "oauth2.redirect_uri.invalid", "invalid_redirect_uri", "A redirect URI is invalid."
+
+
+# ---- users (contract 4) -----------------------------------------------------------------------------
+
+class LoginFailed(LbauthError):
+    status, sub_code, message = 401, "auth.login.failed", "The email or password is wrong."
+
+
+class Conflict(LbauthError):
+    status, sub_code, message = 409, "request.conflict", "The resource already exists."

@@ -16,34 +16,38 @@ from pathlib import Path
 
 import tornado.httpserver
 import tornado.netutil
+import tornado.web
+from tornado import httputil
 from tornado.ioloop import PeriodicCallback
+from tornado.log import gen_log
 
 from lbauth import logs, metrics
 from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
-from lbauth.core import revocation
-from lbauth.core.keys import ensure_active_key, load_keyring
-from lbauth.core.masterkey import load_master_keys
+from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
+from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.delivery import Deliverer
 from lbauth.services import Services
 from lbauth.settings import Settings
 from lbauth.storage import migrate
-from lbauth.storage.db import Database
+from lbauth.storage.db import Database, open_database
 from lbauth.storage.listen import Listener
+from lbauth.storage.repo.revocations import NOTIFY_CHANNEL
 
 log = logging.getLogger("lbauth.server")
 
 KEY_RELOAD_SECONDS = 5
 CHECKLIST_POLL_SECONDS = 2  # the fallback; PostgreSQL deployments hear revocations at once (NOTIFY)
 WEBHOOK_FLUSH_MS = 250
-CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db.py)
+CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
+BODY_TIMEOUT_SECONDS = 30  # a request's body must have arrived this long after its headers
 
 
-async def open_database(settings: Settings) -> Database:
+async def open_storage(settings: Settings) -> Database:
     """The database, with its schema current: SQLite migrates itself, PostgreSQL must have been
     upgraded with `lbauth db upgrade` (raises migrate.SchemaOutOfDate otherwise)."""
-    db = Database(settings.database_url)
+    db = open_database(settings.database_url)
     try:
         if settings.is_sqlite:
             await migrate.upgrade(db)
@@ -55,22 +59,37 @@ async def open_database(settings: Settings) -> Database:
     return db
 
 
-async def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+async def build_services(settings: Settings, clock: Clock | None = None, *, announce: bool = True) -> Services:
+    """Storage, keys and check-list for one process. `announce`: say at start what the operator
+    must know (the workers of `lbauth serve` leave it to their parent, so it is said once)."""
     clock = clock or SystemClock()
-    master_keys = load_master_keys(settings)
-    db = await open_database(settings)
+    db = await open_storage(settings)
     try:
+        master_keys = await master_keys_for(db, settings)  # refuses to start without every sealing key
         await ensure_active_key(db, clock, master_keys, settings.signing_alg)
         keyring = await load_keyring(db, master_keys)
     except BaseException:
         await db.close()
         raise
-    if keyring.signer and keyring.signer.alg != settings.signing_alg:
-        log.warning("the active signing key uses %s; signing_alg=%s applies to the next key "
-                    "(rotate with tools/rotate_signing_key.py)", keyring.signer.alg, settings.signing_alg)
+    if announce:
+        announce_signing_key(settings, keyring)
     services = Services(settings=settings, clock=clock, db=db, master_keys=master_keys, keyring=keyring)
     await services.poll_revocations()
     return services
+
+
+def announce_signing_key(settings: Settings, keyring: KeyRing) -> None:
+    """Contract 8: LBAUTH_SIGNING_ALG only chooses the algorithm of a new key. When it differs from
+    the active key's, say so at start, with the tool that rotates to it, rather than sign with the
+    old algorithm without a word."""
+    signer = keyring.signer
+    if signer is None or signer.alg == settings.signing_alg:
+        return
+    logs.event(log, f"LBAUTH_SIGNING_ALG is {settings.signing_alg}, but the active signing key {signer.kid} is "
+               f"{signer.alg}: access tokens are signed with {signer.alg} until you rotate to "
+               f"{settings.signing_alg} with tools/rotate_signing_key.py (stage --alg {settings.signing_alg}, then "
+               "promote once the grace period has passed; docs/key-rotation.md)", level=logging.WARNING,
+               activeAlg=signer.alg, signingAlg=settings.signing_alg, kid=signer.kid)
 
 
 @dataclass
@@ -98,12 +117,64 @@ class RunningServer:
         await self.services.db.close()
 
 
+class BodyDeadline(httputil.HTTPServerConnectionDelegate):
+    """Tornado's `body_timeout` for `app`: a connection whose request body has not arrived within
+    BODY_TIMEOUT_SECONDS of its headers is closed. One timer per request, where Tornado's own wraps
+    each body read in a task, a future and a timer (10 % of a token request's CPU)."""
+
+    def __init__(self, app: tornado.web.Application) -> None:
+        self.app = app
+
+    def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
+        return _BodyTimer(self.app.start_request(server_conn, request_conn), request_conn)
+
+    def on_close(self, server_conn: object) -> None:
+        self.app.on_close(server_conn)
+
+
+class _BodyTimer(httputil.HTTPMessageDelegate):
+    __slots__ = ("delegate", "connection", "timer")
+
+    def __init__(self, delegate: httputil.HTTPMessageDelegate, connection: httputil.HTTPConnection) -> None:
+        self.delegate, self.connection = delegate, connection
+        self.timer: asyncio.TimerHandle | None = None
+
+    def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
+                         headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
+        if "Content-Length" in headers or "Transfer-Encoding" in headers:  # a body follows
+            self.timer = asyncio.get_running_loop().call_later(BODY_TIMEOUT_SECONDS, self._expired)
+        return self.delegate.headers_received(start_line, headers)
+
+    def data_received(self, chunk: bytes) -> Awaitable[None] | None:
+        return self.delegate.data_received(chunk)
+
+    def finish(self) -> None:  # the body has been read
+        self._cancel()
+        self.delegate.finish()
+
+    def on_connection_close(self) -> None:
+        self._cancel()
+        self.delegate.on_connection_close()
+
+    def _cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _expired(self) -> None:
+        self.timer = None
+        gen_log.info("Timeout reading body from %s", getattr(self.connection, "context", None))
+        stream = getattr(self.connection, "stream", None)
+        if stream is not None:
+            stream.close()  # the read fails, and the handler hears that the connection closed
+
+
 async def start(settings: Settings, *, clock: Clock | None = None,
-                sockets: list[socket.socket] | None = None) -> RunningServer:
-    services = await build_services(settings, clock)
+                sockets: list[socket.socket] | None = None, announce: bool = True) -> RunningServer:
+    services = await build_services(settings, clock, announce=announce)
     app = make_app(services)
-    server = tornado.httpserver.HTTPServer(app, max_body_size=settings.max_body_bytes,
-                                           idle_connection_timeout=60, body_timeout=30)
+    server = tornado.httpserver.HTTPServer(BodyDeadline(app), max_body_size=settings.max_body_bytes,
+                                           idle_connection_timeout=60)
     if sockets is None:
         sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
     server.add_sockets(sockets)
@@ -125,7 +196,7 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:
-        running.listener = Listener(settings.database_url, revocation.NOTIFY_CHANNEL,
+        running.listener = Listener(settings.database_url, NOTIFY_CHANNEL,
                                     _guarded(services.poll_revocations))
         running.listener.start()
     for callback in running.periodic:
@@ -187,7 +258,7 @@ def supervise(settings: Settings) -> None:
             try:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                asyncio.run(serve_forever(settings))
+                asyncio.run(serve_forever(settings, announce=False))
             except BaseException:  # noqa: BLE001 - reported, and the supervisor starts another
                 log.exception("worker %d failed", number)
                 code = 1
@@ -220,9 +291,9 @@ def supervise(settings: Settings) -> None:
             spawn(number)
 
 
-async def serve_forever(settings: Settings) -> None:
+async def serve_forever(settings: Settings, *, announce: bool = True) -> None:
     """Run until SIGINT or SIGTERM, then stop accepting, finish, and close."""
-    running = await start(settings)
+    running = await start(settings, announce=announce)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,22 +1,29 @@
 """What one server process shares between its handlers: settings, the clock, the database, the
-master keys, the current signing key ring, the revocation check-list and the token minter.
-Handlers receive it through `initialize`."""
+master keys, the current signing key ring, the revocation check-list, the token minter and the
+authorization server. Handlers receive it through `initialize`."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
-from lbauth.core.apps import AppPolicy
-from lbauth.core.keys import KeyRing, load_keyring
-from lbauth.core.masterkey import MasterKeys, load_master_keys
+from lbauth.core.accounts.users import Profiles
+from lbauth.core.clients.apps import AppPolicy
+from lbauth.core.crypto.keys import KeyRing, load_keyring
+from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
+from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
+from lbauth.core.oauth.server import AuthorizationServer
+from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.ratelimit import RateLimiter
-from lbauth.core.revocation import CheckList, refresh_checklist
-from lbauth.core.tokens import AccessTokens
-from lbauth.core.users import Profiles
+from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
 from lbauth.settings import Settings
-from lbauth.storage.db import Database
+from lbauth.storage.db import RETRY_AFTER_SECONDS, Database
+
+# A request that finds the check-list stale waits this long for it to catch up before it is
+# answered 503: short enough to answer within 1 s when the database is away (contract section 3).
+CATCH_UP_WAIT_SECONDS = 0.5
 
 
 @dataclass
@@ -26,10 +33,12 @@ class Services:
     db: Database
     master_keys: MasterKeys
     keyring: KeyRing
-    checklist: CheckList = field(default_factory=CheckList)
+    checklist: ServerCheckList = field(default_factory=ServerCheckList)
 
     def __post_init__(self) -> None:
+        self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
+        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist)
         self.profiles = Profiles(self.db, self.clock)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
@@ -43,6 +52,21 @@ class Services:
         added = await refresh_checklist(self.db, self.clock, self.checklist)
         self.checklist.prune(self.clock.now())
         return added
+
+    async def require_fresh_checklist(self) -> None:
+        """Contract section 7: a process that has not heard from the database for 5 s fails closed
+        on the endpoints that accept access tokens, until it has caught up. A request that finds
+        the list stale starts a refresh (one at a time, shared by every such request) and waits a
+        moment for it: a process that merely missed its poll answers normally."""
+        if self.checklist.fresh():
+            return
+        if self._catching_up is None or self._catching_up.done():
+            self._catching_up = asyncio.ensure_future(self.poll_revocations())
+            self._catching_up.add_done_callback(_ignore_failure)  # its failure is the 503 below
+        await asyncio.wait({self._catching_up}, timeout=CATCH_UP_WAIT_SECONDS)
+        if not self.checklist.fresh():
+            raise ServerUnavailable("This server cannot reach its database to learn which tokens were revoked; "
+                                    "retry later.", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     def reload_master_keys(self) -> bool:
         """Re-read the master key file (a rotation adds, promotes and retires keys there); True if
@@ -62,3 +86,8 @@ class Services:
         if changed:
             self.keyring = keyring
         return changed
+
+
+def _ignore_failure(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -156,12 +156,58 @@ def _schedule(value: Any) -> tuple[int, ...]:
     return delays
 
 
+def _shown(url: str) -> str:
+    """`url` for an error message: a user-info part (which may hold a password) is not shown."""
+    scheme, at, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    return f"{scheme}{at}***@{netloc.rpartition('@')[2]}{slash}{path}" if "@" in netloc else url
+
+
 def _url(value: Any) -> str:
     text = str(value).strip().rstrip("/")
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise ValueError(f"must be an absolute http(s) URL without query or fragment (got {text!r})")
+        raise ValueError(f"must be an absolute http(s) URL without query or fragment (got {_shown(text)!r})")
     return text
+
+
+def _issuer(value: Any) -> str:
+    """The issuer is used byte for byte (contract 1): kept as given, checked by `_complete`."""
+    text = str(value).strip()
+    if not text:
+        raise ValueError("must not be empty")
+    return text
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def issuer_problem(issuer: str) -> str | None:
+    """Why `issuer` is not a canonical issuer identifier (contract 1; RFC 8414 2, RFC 9207 2.4:
+    clients compare it byte for byte), or None when it is."""
+    parts = urlsplit(issuer)
+    try:
+        port = parts.port
+    except ValueError:
+        return "must be an absolute http(s) URL with a valid port"
+    if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
+        return "must be an absolute https URL (http in development)"
+    host = parts.netloc.rpartition("@")[2]
+    problems = [
+        ("has a user-info part", "@" in parts.netloc),
+        ("has an upper-case scheme", not issuer.startswith(parts.scheme + ":")),  # urlsplit lowercases it
+        ("has an upper-case host", host != host.lower()),
+        (f"names the default port {port}", port == _DEFAULT_PORTS[parts.scheme.lower()]),
+        ("has an empty port", host.endswith(":")),
+        ("has a query", "?" in issuer),
+        ("has a fragment", "#" in issuer),
+        ("ends with a slash", issuer.endswith("/")),
+    ]
+    found = [what for what, bad in problems if bad]
+    if found:
+        return (f"must be canonical: lowercase scheme and host, no default port, no query, no fragment, "
+                f"no trailing slash ({_shown(issuer)!r} {', '.join(found)})")
+    return None
 
 
 def _database_url(value: Any) -> str:
@@ -198,7 +244,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "database_url": _database_url,
     "base_url": _url,
     "auth_url": _url,
-    "issuer": _url,
+    "issuer": _issuer,
     "audience": _text,
     "code_ttl": _code_ttl,
     "access_token_ttl": _whole_seconds,
@@ -282,7 +328,29 @@ def _complete(s: Settings) -> Settings:
     changes["auth_url"] = s.auth_url or base_url
     changes["issuer"] = s.issuer or base_url
     changes["audience"] = s.audience or base_url
+    problem = issuer_problem(changes["issuer"])
+    if problem:
+        where = "LBAUTH_ISSUER" if s.issuer else "LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL)"
+        raise SettingsError(f"{where}: {problem}")
     return s.replace(**changes)
+
+
+# The public addresses (contract 1): https in production, since tokens, codes and sessions travel
+# over them. TLS may end at a proxy in front; these are what browsers and clients see.
+PUBLIC_URLS = ("base_url", "auth_url", "issuer")
+
+
+def check_for_serving(s: Settings) -> None:
+    """What `lbauth serve` needs beyond well-formed values: in production, https public URLs.
+    Checked in this order, so a URL derived from LBAUTH_BASE_URL is reported under that name."""
+    if s.development:
+        return
+    for name in PUBLIC_URLS:
+        url = getattr(s, name)
+        if urlsplit(url).scheme.lower() != "https":
+            raise SettingsError(
+                f"{env_name(name)}: must be an https URL in production (got {_shown(url)!r}); TLS may end at a proxy "
+                "in front, this is the public address. Set it, or LBAUTH_ENV=development for local use")
 
 
 def _url_host(host: str) -> str:

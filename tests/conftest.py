@@ -38,7 +38,7 @@ from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
 from lbauth.server import RunningServer, start
 from lbauth.storage import migrate
-from lbauth.storage.db import Database
+from lbauth.storage.db import Database, open_database
 from tests.client import ERROR_BODIES, Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ class PostgresTemplate:
     def prepare(self) -> None:
         async def work() -> None:
             await _pg_admin([f'DROP DATABASE IF EXISTS "{self.name}"', f'CREATE DATABASE "{self.name}"'])
-            db = Database(_pg_url(self.name))
+            db = open_database(_pg_url(self.name))
             try:
                 await migrate.upgrade(db)
             finally:
@@ -115,7 +115,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "lbauth.db"
 
     async def work() -> None:
-        db = Database(f"sqlite+aiosqlite:///{path}")
+        db = open_database(f"sqlite+aiosqlite:///{path}")
         try:
             await migrate.upgrade(db)
         finally:
@@ -198,7 +198,13 @@ class TestServer:
 
     async def quiet(self) -> None:
         """Stop the periodic jobs (key reload, revocation poll, webhook flush) and the NOTIFY
-        listener, so that a test counting SQL statements counts only its own requests'."""
+        listener, so that a test counting SQL statements counts only its own requests'.
+
+        With no revocation poll, this process would fail closed 5 s later (contract section 7),
+        answering 503 on the access-token endpoints. Its check-list is told not to go stale: these
+        tests count statements and do not test freshness, and no server outside the tests does
+        this (tests/test_freshness.py tests the production behaviour)."""
+        self.services.checklist.max_age = None
         for callback in self.running.periodic:
             callback.stop()
         if self.running.listener:
@@ -207,7 +213,7 @@ class TestServer:
 
     async def create_user(self, email: str | None = None, password: str = "correct horse battery",
                           name: str = "Test User", **extra: object) -> dict:
-        from lbauth.core import users
+        from lbauth.core.accounts import users
         email = email or f"user-{secrets.token_hex(4)}@example.com"
         created = await users.create_user(self.db, self.clock, email=email, name=name, password=password,
                                           **extra)  # type: ignore[arg-type]
@@ -219,7 +225,7 @@ class TestServer:
         return response.data["token"]
 
     async def create_app(self, owner_email: str, **options: object) -> dict:
-        from lbauth.core import apps
+        from lbauth.core.clients import apps
         options.setdefault("name", "Test App")
         options.setdefault("redirect_uris", ["https://app.example/callback"])
         return await apps.create_app(self.db, self.clock, self.services.master_keys, self.services.app_policy,
@@ -253,6 +259,13 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input, cwd=ROOT)
+
+
+async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`run_cli` in a thread: an in-process test server keeps serving meanwhile, as a real one does.
+    A CLI run blocking the event loop for a second stalled the server's database connects into
+    timeouts (a 503 that paused webhook claims) in a way no real deployment sees."""
+    return await asyncio.to_thread(run_cli, *args, **kwargs)
 
 
 # ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------

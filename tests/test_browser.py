@@ -32,8 +32,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
 
-from lbauth.core import opaque
+from lbauth.core.crypto import opaque
 from tests.conftest import IN_CI, ROOT, TestServer, start_server
 from tests.flow_helpers import (
     REGISTERED_URI,
@@ -120,6 +123,7 @@ class Tab:
     origin: str
     requested: list[str] = field(default_factory=list)
     intercepted: list[str] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
 
     def url(self, path: str) -> str:
         return self.origin + path
@@ -130,6 +134,11 @@ class Tab:
         foreign = [u for u in self.requested if _origin(u) != self.origin and u not in self.intercepted
                    and urlsplit(u).scheme not in ("data", "blob", "about")]
         assert not foreign, f"requests outside {self.origin}: {foreign}"
+
+    def assert_no_csp_violation(self) -> None:
+        """Chromium reports a blocked form submission or redirect on the console."""
+        blocked = [m for m in self.console if "Content Security Policy" in m]
+        assert not blocked, blocked
 
 
 def _origin(url: str) -> str:
@@ -143,6 +152,7 @@ async def open_tab(browser: Browser, server: TestServer) -> Tab:
     page = await context.new_page()
     tab = Tab(page=page, origin=server.url)
     page.on("request", lambda request: tab.requested.append(request.url))
+    page.on("console", lambda message: tab.console.append(message.text))
 
     async def answer_for_the_app(route: Route) -> None:
         """The app's redirect URI: nothing serves it; record the URL and answer with a stub page."""
@@ -220,13 +230,14 @@ async def test_approve_in_the_browser_lands_on_the_redirect_uri_with_a_code(brow
     s, tab = await consent_tab(browser, server, state, tmp_path, request)
 
     query = await decide(tab, "Approve")
-    assert set(query) == {"code", "state"}, query
+    assert set(query) == {"code", "state", "iss"}, query
     assert query["state"] == [state]
     (code,) = query["code"]
     assert code.startswith(opaque.CODE), code
     r = await exchange(server, code, REGISTERED_URI, s.client_id, s.client_secret)
     assert r.status == 200, r.text
     tab.assert_first_party()
+    tab.assert_no_csp_violation()
 
 
 async def test_deny_in_the_browser_lands_on_the_redirect_uri_with_access_denied(browser, server, tmp_path,
@@ -239,6 +250,110 @@ async def test_deny_in_the_browser_lands_on_the_redirect_uri_with_access_denied(
     assert query["state"] == [state], query
     assert "code" not in query
     tab.assert_first_party()
+    tab.assert_no_csp_violation()
+
+
+# ---- a returning user signs in and lands at the app (issue 19 section 1; contract 5) ------------------
+
+async def sign_out(tab: Tab) -> None:
+    """Press "Sign out" in the page header, on a page of the server."""
+    await tab.page.goto(tab.url("/account/apps"))
+    await tab.page.get_by_role("button", name="Sign out").click()
+    await tab.page.wait_for_url(lambda url: urlsplit(url).path == "/login")
+
+
+async def sign_in_and_land(tab: Tab, email: str, password: str, redirect_uri: str, *,
+                           wrong_password_first: bool = False) -> str:
+    """On the sign-in form that /oauth/ shows, sign in; the browser must reach `redirect_uri`:
+    the URL it lands at."""
+    page = tab.page
+    if wrong_password_first:
+        await page.get_by_label("Email", exact=True).fill(email)
+        await page.get_by_label("Password", exact=True).fill(password + " typo")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.get_by_role("alert")).to_be_visible()
+    await page.get_by_label("Email", exact=True).fill(email)
+    await page.get_by_label("Password", exact=True).fill(password)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(lambda url: url.startswith(redirect_uri))
+    await expect(page.get_by_text("Redirect received by the app.")).to_be_visible()
+    return page.url
+
+
+class LoopbackApp:
+    """A native app's redirect listener on [::1], on an ephemeral port (RFC 8252 7.3): a real
+    server, since Playwright's routing does not see a redirect that follows a meta refresh."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        sockets = tornado.netutil.bind_sockets(0, "::1")
+        self.port = sockets[0].getsockname()[1]
+        app = tornado.web.Application([(r"/cb", _LoopbackHandler, {"received": self.received})])
+        self.server = tornado.httpserver.HTTPServer(app)
+        self.server.add_sockets(sockets)
+
+    @property
+    def redirect_uri(self) -> str:
+        return f"http://[::1]:{self.port}/cb"
+
+
+class _LoopbackHandler(tornado.web.RequestHandler):
+    def initialize(self, received: list[str]) -> None:
+        self.received = received
+
+    def get(self) -> None:
+        self.received.append(self.request.uri)
+        self.write("<!doctype html><title>app</title><p>Redirect received by the app.</p>")
+
+
+async def returning_user_lands_at_the_app(browser: Browser, server: TestServer, registered_uri: str,
+                                          request_uri: str, *, wrong_password_first: bool) -> tuple[Tab, str]:
+    """Approve the app, sign out, open the app's /oauth/ link again and sign in: the browser lands
+    at the redirect URI with a code that the app exchanges, and Chromium reports no CSP violation.
+    The URL it landed at."""
+    user = await server.create_user(name=USER_NAME)
+    app = await server.create_app(user["email"], name=APP_NAME, redirect_uris=[registered_uri])
+    tab = await open_tab(browser, server)
+    link = tab.url(oauth_url(front_params(app["clientId"], request_uri, state="returning")))
+    await log_in(tab, user["email"], user["password"])
+    await tab.page.goto(link)
+    await tab.page.get_by_role("button", name="Approve").click()
+    await tab.page.wait_for_url(lambda url: url.startswith(request_uri))
+    await sign_out(tab)
+
+    await tab.page.goto(link)
+    await expect(tab.page.get_by_role("button", name="Sign in")).to_be_visible()
+    landed = await sign_in_and_land(tab, user["email"], user["password"], request_uri,
+                                    wrong_password_first=wrong_password_first)
+    query = redirect_query(landed, request_uri)
+    assert query["state"] == ["returning"] and query["iss"] == [server.settings.issuer], query
+    (code,) = query["code"]
+    r = await exchange(server, code, request_uri, app["clientId"], app["clientSecret"])
+    assert r.status == 200, r.text
+    tab.assert_no_csp_violation()
+    return tab, landed
+
+
+@pytest.mark.parametrize("wrong_password_first", [False, True], ids=["signs-in", "wrong-password-first"])
+async def test_a_returning_user_signs_in_and_lands_at_the_app(browser, server, tmp_path, request,
+                                                               wrong_password_first):
+    tab, landed = await returning_user_lands_at_the_app(browser, server, REGISTERED_URI, REGISTERED_URI,
+                                                        wrong_password_first=wrong_password_first)
+    assert landed in tab.intercepted, (landed, tab.intercepted)
+    await screenshot(tab, tmp_path, request, "returning-user-landed")
+    tab.assert_first_party()
+
+
+async def test_a_returning_user_lands_at_an_ipv6_loopback_app_on_any_port(browser, server):
+    """A registered port-less http://[::1]/cb, called back on an ephemeral port (RFC 8252 7.3). No
+    CSP host-source can name an IPv6 literal: the sign-in and the consent go on by a navigation."""
+    listener = LoopbackApp()
+    try:
+        _, landed = await returning_user_lands_at_the_app(browser, server, "http://[::1]/cb", listener.redirect_uri,
+                                                          wrong_password_first=False)
+    finally:
+        listener.server.stop()
+    assert len(listener.received) == 2 and landed.endswith(listener.received[-1]), (landed, listener.received)
 
 
 # ---- c: Connected apps ---------------------------------------------------------------------------------

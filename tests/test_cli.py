@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from lbauth.core.crypto.masterkey import MasterKeys, key_file
+from tests.conftest import run_cli, start_server
+from tests.processes import ServerProcess
 
 
 @pytest.fixture
@@ -110,3 +112,59 @@ def test_text_output_is_readable(cli):
     out = cli("users", "create", "--email", "t@example.com", "--name", "Tee", "--password", "tee-password").stdout
     lines = dict(line.split(None, 1) for line in out.strip().splitlines())
     assert lines["email"] == "t@example.com" and lines["name"] == "Tee" and lines["userId"].startswith("usr_")
+
+
+# ---- master keys (contract 8) -----------------------------------------------------------------------------
+
+def test_keys_new_master_key_prints_one_key_on_its_own_line(tmp_path):
+    env = {"LBAUTH_DATA_DIR": str(tmp_path / "data")}
+    first, second = run_cli("keys", "new-master-key", env=env), run_cli("keys", "new-master-key", env=env)
+    assert first.returncode == second.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert len(lines) == 1 and first.stdout == lines[0] + "\n"
+    keys = MasterKeys.parse(lines[0], "printed key")  # usable as LBAUTH_MASTER_KEY as it is
+    assert len(keys.ids) == 1 and first.stdout != second.stdout
+    as_json = json.loads(run_cli("keys", "new-master-key", "--json", env=env).stdout)
+    assert set(as_json) == {"keyId", "key"}
+    assert MasterKeys.parse(as_json["key"], "json").primary_id == as_json["keyId"]
+    assert not (tmp_path / "data").exists()  # it writes nothing anywhere
+
+
+def _serve_refusal(env: dict[str, str]):
+    result = run_cli("serve", env={"LBAUTH_ENV": "development", "LBAUTH_PORT": "0", **env}, timeout=60)
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+async def test_serve_refuses_a_database_sealed_under_a_master_key_it_lacks(tmp_path, database_url):
+    """A second server with its own data dir on the deployment's database (contract 8): it exits
+    with status 1, names the key id it needs and the remedy, and generates no key of its own."""
+    first = await start_server(tmp_path / "first", database_url)
+    await first.create_app((await first.create_user())["email"])  # a webhook secret sealed too
+    first.client.close()
+    await first.running.stop()
+    needed = MasterKeys.parse(key_file(first.settings).read_text(), "key file").primary_id
+    remedy = "set LBAUTH_MASTER_KEY to the same list on every server of the deployment"
+
+    second = tmp_path / "second"
+    line = _serve_refusal({"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(second)})
+    assert line.startswith("lbauth: ") and needed in line and remedy in line, line
+    assert not (second / "master.key").exists()  # a key of its own could open nothing here
+
+    other = run_cli("keys", "new-master-key", env={}).stdout.strip()
+    other_id = MasterKeys.parse(other, "other").primary_id
+    line = _serve_refusal({"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(second),
+                           "LBAUTH_MASTER_KEY": other})
+    assert needed in line and other_id in line and remedy in line, line
+    # The commands that seal refuse alike, rather than seal under a key the servers lack.
+    created = run_cli("apps", "create", "--name", "X", "--owner", "nobody@example.com", "--redirect-uri",
+                      "https://x.example/cb", env={"LBAUTH_DATABASE_URL": database_url,
+                                                   "LBAUTH_DATA_DIR": str(second), "LBAUTH_MASTER_KEY": other})
+    assert created.returncode == 1 and needed in created.stderr and created.stdout == ""
+
+    # With the deployment's key listed, it starts.
+    both = f"{other},{key_file(first.settings).read_text().strip()}"
+    second.mkdir()
+    server = await ServerProcess(database_url, second, master_key=both).start()
+    server.stop()

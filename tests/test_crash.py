@@ -34,8 +34,11 @@ from sqlalchemy import select
 from tornado.httpclient import HTTPClientError
 
 from lbauth.clock import SystemClock
-from lbauth.core import authorize, opaque, outbox, users
-from lbauth.storage.db import Database
+from lbauth.core.accounts import users
+from lbauth.core.clients import outbox
+from lbauth.core.crypto import opaque
+from lbauth.core.oauth import authorize
+from lbauth.storage.db import Database, open_database
 from lbauth.storage.models import authorization_codes, grants, refresh_tokens, revocations, subjects, webhook_events
 from tests.conftest import start_server
 from tests.processes import ServerProcess
@@ -162,9 +165,10 @@ def mid_air(receiver: Receiver) -> bool:
 async def run_stream(server: ServerProcess, pending: collections.deque, kill_after: int | None,
                      receiver: Receiver, kills: list[float]) -> tuple[int, int, bool]:
     """Run operations from `pending` with CONCURRENCY workers; SIGKILL the server once `kill_after`
-    of them were answered and a webhook delivery is under way, or 2 s after that if none is (None:
-    run them all), and note the kill's time in `kills`. Returns (answered, unanswered, whether a
-    delivery was under way at the kill)."""
+    of them were answered and a webhook delivery is under way, or 2 s after that if none is, or
+    at once when only CONCURRENCY operations are left, so that the kill always lands mid-stream
+    (None: run them all). Note the kill's time in `kills`. Returns (answered, unanswered, whether
+    a delivery was under way at the kill)."""
     answered = unanswered = 0
     killed = deliveries_in_flight = False
     due: float | None = None
@@ -181,7 +185,7 @@ async def run_stream(server: ServerProcess, pending: collections.deque, kill_aft
                 unanswered += 1
             if kill_after is not None and answered >= kill_after and not killed:
                 due = due or time.monotonic() + 2
-                if mid_air(receiver) or time.monotonic() > due:
+                if mid_air(receiver) or time.monotonic() > due or len(pending) <= CONCURRENCY:
                     killed, deliveries_in_flight = True, mid_air(receiver)
                     server.kill()
                     kills.append(time.monotonic())
@@ -218,7 +222,7 @@ async def test_sigkill_twice_during_exchanges_refreshes_revocations_and_deliveri
     seed.client.close()
     await seed.running.stop()
 
-    db = Database(database_url)
+    db = open_database(database_url)
     try:
         for case in cases:
             case.grant_id, case.asu = (await db.read(lambda c, case=case: c.execute(
@@ -231,13 +235,14 @@ async def test_sigkill_twice_during_exchanges_refreshes_revocations_and_deliveri
         pending = collections.deque(ops)
         settings = {"webhook_timeout": "2", "base_url": BASE_URL}
 
-        # Kill 1, about a third of the way in; kill 2, about a third further; then the rest.
+        # Kill 1, about a third of the way in; kill 2, about half way through what is left; then the
+        # rest. The shares are of what is left, since a kill may wait 2 s for a delivery.
         in_flight, kills = [], []
-        for share in (0.3, 0.45):
+        for share in (0.3, 0.5):
             server = await ServerProcess(database_url, tmp_path / "data", **settings).start()
             before = len(pending)
             try:
-                answered, unanswered, deliveries = await run_stream(server, pending, int(len(ops) * share),
+                answered, unanswered, deliveries = await run_stream(server, pending, int(len(pending) * share),
                                                                  receiver, kills)
             finally:
                 server.kill()

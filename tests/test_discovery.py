@@ -11,7 +11,7 @@ from joserfc import jwt
 from joserfc.errors import SecurityWarning
 from joserfc.jwk import KeySet
 
-from lbauth.core import opaque
+from lbauth.core.crypto import opaque
 from tests.conftest import start_server
 
 RFC8414_REQUIRED = {"issuer", "response_types_supported"}
@@ -82,3 +82,47 @@ def test_opaque_secrets_carry_256_bits():
     secret = opaque.new_secret(opaque.CODE)
     assert secret.startswith("lba_ac_") and len(secret) == len("lba_ac_") + 43
     assert len({opaque.new_secret(opaque.CODE) for _ in range(1000)}) == 1000
+
+
+async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
+    meta = (await server.client.get("/.well-known/oauth-authorization-server")).json
+    client_auth = ["client_secret_basic", "client_secret_post"]
+    base = server.url
+    assert meta == {
+        "issuer": server.settings.issuer,
+        "authorization_endpoint": f"{base}/oauth/",
+        "token_endpoint": f"{base}/oauth/token",
+        "jwks_uri": f"{base}/.well-known/jwks.json",
+        "revocation_endpoint": f"{base}/oauth/revoke",
+        "introspection_endpoint": f"{base}/oauth/introspect",
+        "scopes_supported": ["userinfo", "memory.read", "chat.read", "chat.write", "note.write", "voice",
+                             "plaza.read", "plaza.write", "agent_memory"],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": client_auth,
+        "revocation_endpoint_auth_methods_supported": client_auth,
+        "introspection_endpoint_auth_methods_supported": client_auth,
+        "request_parameter_supported": False,
+        "request_uri_parameter_supported": False,
+        "authorization_response_iss_parameter_supported": True,  # RFC 9207
+        "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
+    }
+
+
+@pytest.mark.parametrize("issuer_path", ["/tenant", "/a/b"])
+async def test_an_issuer_with_a_path_is_served_where_rfc_8414_puts_it(tmp_path, database_url, issuer_path):
+    issuer = "https://auth.example.com" + issuer_path
+    srv = await start_server(tmp_path, database_url, issuer=issuer)
+    try:
+        r = await srv.client.get("/.well-known/oauth-authorization-server" + issuer_path)
+        assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+        assert r.json["issuer"] == issuer  # byte for byte
+        assert r.json == (await srv.client.get("/.well-known/oauth-authorization-server")).json
+        for other in ("/other", issuer_path + "/", issuer_path + "x", "/" + issuer_path.upper().lstrip("/")):
+            (await srv.client.get("/.well-known/oauth-authorization-server" + other)).assert_error(
+                404, "request.not_found")
+    finally:
+        srv.client.close()
+        await srv.running.stop()

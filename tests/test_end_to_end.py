@@ -108,7 +108,8 @@ def test_wheel_installs_a_complete_server(tmp_path):
     elsewhere.mkdir()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
-    env.update(LBAUTH_PORT=str(port), LBAUTH_DATA_DIR=str(tmp_path / "data"))
+    # production (the default): https public URLs, TLS ending at a proxy in front of the loopback listener
+    env.update(LBAUTH_PORT=str(port), LBAUTH_DATA_DIR=str(tmp_path / "data"), LBAUTH_BASE_URL="https://auth.example.test")
     proc = subprocess.Popen([str(venv / "bin" / "lbauth"), "serve"], cwd=elsewhere, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:

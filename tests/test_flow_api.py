@@ -157,6 +157,49 @@ async def test_authorize_refuses_lookalike_redirects(server, redirect_uri):
     r.assert_error(400, "oauth2.redirect_uri.mismatch")
 
 
+
+@pytest.mark.parametrize("scope", ["userinfo", "userinfo chat.read", 7, ["userinfo", 7], ["userinfo", None],
+                                   [["userinfo"]], {"userinfo": True}])
+async def test_authorize_scope_must_be_a_json_array_of_strings(server, scope):
+    """Spec 4.2 types scope as string[] (contract 5): a bare string is not split and accepted."""
+    s = await full_setup(server)
+    r = await server.client.post("/api/oauth/authorize/external", bearer=s.token,
+                                 json={"clientId": s.client_id, "redirectUri": s.redirect_uri, "scope": scope})
+    r.assert_error(400, "request.validation_failed")
+
+
+# ---- registered loopback URIs: any port (RFC 8252 7.3, RFC 9700 2.1; contract 5) ---------------------------
+
+async def test_a_registered_ipv6_loopback_uri_accepts_any_port_through_the_exchange(server):
+    """Registered without a port, called back on an ephemeral one; the exchange repeats the URI
+    exactly as the authorization request sent it."""
+    s = await full_setup(server, redirect_uris=["http://[::1]/callback"])
+    requested = "http://[::1]:49152/callback"
+    r = await authorize(server, s.token, s.client_id, requested)
+    assert r.status == 200, r.text
+    for other in ("http://[::1]/callback", "http://[::1]:49153/callback"):
+        (await exchange(server, r.data["code"], other, s.client_id, s.client_secret)
+         ).assert_error(400, "oauth2.redirect_uri.mismatch")
+    assert (await exchange(server, r.data["code"], requested, s.client_id, s.client_secret)).status == 200
+
+
+@pytest.mark.parametrize("requested", ["http://[::1]:49152/callback/", "http://[::1]:49152/other",
+                                       "http://[::1]:49152/callback?x=1", "https://[::1]:49152/callback",
+                                       "http://[::1]:99999/callback", "http://[0:0:0:0:0:0:0:1]:49152/callback"])
+async def test_a_registered_loopback_uri_still_matches_scheme_host_path_and_query(server, requested):
+    s = await full_setup(server, redirect_uris=["http://[::1]:8080/callback"])
+    (await authorize(server, s.token, s.client_id, requested)).assert_error(400, "oauth2.redirect_uri.mismatch")
+
+
+@pytest.mark.parametrize("pkce", [{"codeChallenge": "c" * 43},
+                                  {"codeChallenge": "c" * 43, "codeChallengeMethod": "plain"},
+                                  {"codeChallengeMethod": "S256"}])
+async def test_authorize_refuses_pkce_without_s256(server, pkce):
+    s = await full_setup(server)
+    r = await authorize(server, s.token, s.client_id, s.redirect_uri, **pkce)
+    r.assert_error(400, "request.validation_failed")
+
+
 # ---- POST /api/oauth/token/code (spec 4.3) -----------------------------------------------------------
 
 async def test_exchange_returns_the_token_set(server):
@@ -617,6 +660,24 @@ async def test_statement_budgets(server):
     mes = [lambda: me(server, tokens["accessToken"])] * 3
     assert await _fewest_statements(server, mes) == 0
     assert authorize_count + exchange_count + me_count <= 6
+
+
+async def test_rfc_token_endpoint_statement_budgets(server):
+    """Issue 20: /oauth/token authenticates the client once, inside the grant's own statement, as
+    the envelope endpoints do: an exchange is one statement on PostgreSQL, two on SQLite; a
+    refresh is one."""
+    await server.quiet()
+    s = await full_setup(server)
+
+    def rfc(**form: str):
+        return lambda: server.client.post("/oauth/token", form={
+            **form, "client_id": s.client_id, "client_secret": s.client_secret})
+    codes = [await code_for(server, s) for _ in range(3)]
+    exchanges = [rfc(grant_type="authorization_code", code=c, redirect_uri=s.redirect_uri) for c in codes]
+    assert await _fewest_statements(server, exchanges) == (2 if server.db.is_sqlite else 1)
+    tokens = await tokens_for(server, s)
+    refreshes = [rfc(grant_type="refresh_token", refresh_token=tokens["refreshToken"])] * 3
+    assert await _fewest_statements(server, refreshes) == 1
 
 
 async def test_failed_redemptions_consume_nothing_and_name_the_right_error(server):

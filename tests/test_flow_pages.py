@@ -7,6 +7,10 @@ valued `approve` and `deny`; both carry Tornado's `_xsrf` hidden input."""
 
 from __future__ import annotations
 
+import html
+import re
+from urllib.parse import urlencode
+
 import pytest
 
 from tests.flow_helpers import (
@@ -102,8 +106,9 @@ async def test_login_form_then_consent_then_approve_gives_an_exchangeable_code(s
 
     result = await session.decide(page, "approve")
     query = assert_redirect(result)
-    assert set(query) == {"code", "state"}, query
+    assert set(query) == {"code", "state", "iss"}, query
     assert query["state"] == [state]
+    assert query["iss"] == [server.settings.issuer]  # RFC 9207
     assert len(query["code"]) == 1 and query["code"][0].startswith("lba_ac_")
 
     r = await exchange(server, query["code"][0], REGISTERED_URI, s.client_id, s.client_secret)
@@ -277,3 +282,212 @@ async def test_consent_post_without_the_xsrf_field_is_refused(server):
     # The same form with its token still works: the refusal was about the token.
     query = assert_redirect(await session.decide(page, "approve"))
     assert query["state"] == ["xsrf"] and query["code"][0].startswith("lba_ac_")
+
+
+# ---- form-action: a form that can end at the client allows its origin (contract 5) ------------------------
+
+def form_action(page: Page) -> list[str]:
+    """The sources of the page's CSP `form-action` directive."""
+    for directive in page.response.headers.get("Content-Security-Policy", "").split(";"):
+        name, *sources = directive.split()
+        if name == "form-action":
+            return sources
+    raise AssertionError(f"no form-action in {page.response.headers.get('Content-Security-Policy')}")
+
+
+def assert_host_sources(sources: list[str]) -> None:
+    """Never `*`, a wildcard host or a bare scheme: `'self'` and scheme://host[:port] only."""
+    for source in sources:
+        assert source == "'self'" or re.fullmatch(r"https?://[a-z0-9.-]+(:(\d+|\*))?", source), sources
+
+
+async def test_every_sign_in_form_that_can_end_at_the_client_allows_its_origin(server):
+    s = await page_setup(server)
+    url = oauth_url(front_params(s.client_id, REGISTERED_URI, state="csp"))
+    session = PageSession(server)
+    shown = await session.get(url)  # the sign-in form shown by /oauth/
+    assert shown.login_form() is not None
+    assert form_action(shown) == ["'self'", "https://app.example"]
+    wrong = await session.submit(shown, shown.login_form(), {"email": s.user["email"], "password": "nope nope nope"})
+    assert wrong.status == 401 and wrong.login_form() is not None  # its re-render after a wrong password
+    assert form_action(wrong) == ["'self'", "https://app.example"]
+    direct = await session.get("/login?" + urlencode({"next": url}))
+    assert direct.login_form() is not None and form_action(direct) == ["'self'", "https://app.example"]
+    landed = await session.log_in(direct, s.user["email"], s.user["password"])
+    assert landed.consent_form() is not None and form_action(landed) == ["'self'", "https://app.example"]
+
+
+@pytest.mark.parametrize("next_url", [
+    "/oauth/?client_id=cid_000000000000000000000000&redirect_uri=https%3A%2F%2Fevil.example%2Fcb",
+    "/oauth/?client_id={cid}&redirect_uri=https%3A%2F%2Fevil.example%2Fcb",
+    "/oauth/?client_id={cid}&redirect_uri=https%3A%2F%2Fapp.example%2Fcallback"
+    "&redirect_uri=https%3A%2F%2Fevil.example%2Fcb",
+    "/account/apps?redirect_uri=https%3A%2F%2Fevil.example%2Fcb",
+    "/oauth/?client_id={cid}%2500&redirect_uri=https%3A%2F%2Fapp.example%2Fcallback",
+])
+async def test_an_attacker_chosen_next_adds_no_origin(server, next_url):
+    s = await page_setup(server)
+    session = PageSession(server)
+    page = await session.get("/login?" + urlencode({"next": next_url.format(cid=s.client_id)}))
+    assert page.status == 200 and page.login_form() is not None
+    assert form_action(page) == ["'self'"]
+    wrong = await session.submit(page, page.login_form(), {"email": s.user["email"], "password": "nope nope nope"})
+    assert wrong.status == 401 and form_action(wrong) == ["'self'"]
+
+
+async def test_a_loopback_redirect_uri_is_allowed_with_its_port(server):
+    user = await server.create_user()
+    app = await server.create_app(user["email"], redirect_uris=["http://127.0.0.1/cb"])
+    for requested, source in [("http://127.0.0.1:5555/cb", "http://127.0.0.1:5555"),  # registered, any port
+                              ("http://localhost:8123/x", "http://localhost:8123")]:  # the localhost rule
+        page = await PageSession(server).get(oauth_url(front_params(app["clientId"], requested)))
+        assert page.login_form() is not None, (requested, page.status, page.text[:200])
+        assert form_action(page) == ["'self'", source]
+        assert_host_sources(form_action(page))
+
+
+async def test_a_private_use_scheme_is_reached_by_a_continue_page_not_a_bare_scheme_source(server):
+    """No host-source names com.example.app:/cb, and a bare `com.example.app:` would admit every URI
+    of the scheme: the form's answer is a page that goes on by a navigation, which form-action does
+    not govern (docs/api.md)."""
+    native = "com.example.app:/cb"
+    user = await server.create_user()
+    app = await server.create_app(user["email"], redirect_uris=[native])
+    url = oauth_url(front_params(app["clientId"], native, state="native"))
+    session = PageSession(server)
+    shown = await session.get(url)
+    assert form_action(shown) == ["'self'"]
+    signed_in = await session.submit(shown, shown.login_form(), {"email": user["email"], "password": user["password"]})
+    assert signed_in.status == 200, (signed_in.status, signed_in.location)
+    assert continue_link(signed_in) == url
+    consent = await session.get(url)
+    assert consent.consent_form() is not None and form_action(consent) == ["'self'"]
+    approved = await session.submit(consent, consent.consent_form(), {"decision": "approve"})
+    assert approved.status == 200 and approved.location is None
+    query = redirect_query(continue_link(approved), native)
+    assert query["state"] == ["native"] and query["iss"] == [server.settings.issuer]
+    r = await exchange(server, query["code"][0], native, app["clientId"], app["clientSecret"])
+    assert r.status == 200, r.text
+
+
+def continue_link(page: Page) -> str:
+    """The page's "Continue" link, which its meta refresh also follows."""
+    links = re.findall(r'<a [^>]*href="([^"]+)"[^>]*>Continue</a>', page.response.text)
+    refresh = re.findall(r'<meta http-equiv="refresh" content="0; url=([^"]+)">', page.response.text)
+    assert len(links) == 1 and refresh == links, page.response.text[:800]
+    return html.unescape(links[0])
+
+
+# ---- RFC 9207: iss on every redirect to the client ------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["access_denied", "invalid_request", "invalid_scope", "unsupported_response_type"])
+async def test_every_error_redirect_carries_iss(server, case):
+    s = await page_setup(server)
+    session, consent = await consent_page(server, s, state="iss")
+    if case == "access_denied":
+        page = await session.decide(consent, "deny")
+    else:
+        params = {"invalid_request": front_params(s.client_id, REGISTERED_URI, state="iss", code_challenge="short",
+                                                  code_challenge_method="S256"),
+                  "invalid_scope": front_params(s.client_id, REGISTERED_URI, state="iss", scope="admin"),
+                  "unsupported_response_type": front_params(s.client_id, REGISTERED_URI, state="iss",
+                                                            response_type="token")}[case]
+        page = await session.get(oauth_url(params))
+    assert_error_redirect(page, case, "iss")
+    metadata = (await server.client.get("/.well-known/oauth-authorization-server")).json
+    assert redirect_query(page.location, REGISTERED_URI)["iss"] == [metadata["issuer"]]
+
+
+# ---- an unregistered localhost redirect URI always asks (contract 5) -------------------------------------
+
+async def test_an_unregistered_localhost_redirect_uri_always_gets_the_consent_page(server):
+    s = await page_setup(server)
+    session, consent = await consent_page(server, s, state="first")
+    assert_redirect(await session.decide(consent, "approve"))  # a live grant for userinfo
+    again = await session.get(oauth_url(front_params(s.client_id, REGISTERED_URI, state="again")))
+    assert_redirect(again)  # the registered URI: the grant covers it, no question
+
+    local = await session.get(oauth_url(front_params(s.client_id, LOCALHOST_URI, state="loc")))
+    assert local.status == 200 and local.consent_form() is not None, (local.status, local.location)
+    assert "device" in local.text.lower()
+    query = assert_redirect(await session.decide(local, "approve"), LOCALHOST_URI)
+    assert query["state"] == ["loc"] and query["code"][0].startswith("lba_ac_")
+    second = await session.get(oauth_url(front_params(s.client_id, LOCALHOST_URI, state="loc2")))
+    assert second.status == 200 and second.consent_form() is not None  # every time
+
+
+# ---- state: optional with PKCE, echoed only when sent (contract 5) ---------------------------------------
+
+def _without_state(client_id: str, challenge: str | None, **extra: str) -> dict[str, str]:
+    params = front_params(client_id, REGISTERED_URI, **extra)
+    del params["state"]
+    if challenge is not None:
+        params.update(code_challenge=challenge, code_challenge_method="S256")
+    return params
+
+
+@pytest.mark.parametrize("decision", ["approve", "deny"])
+async def test_a_pkce_request_may_omit_state_and_gets_none_back(server, decision):
+    s = await page_setup(server)
+    verifier, challenge = pkce_pair()
+    session = PageSession(server)
+    page = await session.open_logged_in(oauth_url(_without_state(s.client_id, challenge)), s.user["email"],
+                                        s.user["password"])  # the sign-in round trip keeps it state-less
+    assert page.consent_form() is not None, (page.status, page.location, page.text[:300])
+    assert "state" not in page.consent_form().hidden()
+    query = assert_redirect(await session.decide(page, decision))
+    assert "state" not in query and query["iss"] == [server.settings.issuer], query
+    if decision == "approve":
+        r = await exchange(server, query["code"][0], REGISTERED_URI, s.client_id, s.client_secret,
+                           code_verifier=verifier)
+        assert r.status == 200, r.text
+        # The grant covers it now: the code comes at once, still without a state.
+        again = await session.get(oauth_url(_without_state(s.client_id, challenge)))
+        assert set(assert_redirect(again)) == {"code", "iss"}
+    else:
+        assert query["error"] == ["access_denied"]
+
+
+async def test_an_empty_state_counts_as_none(server):
+    """RFC 6749 3.1: a parameter sent without a value is treated as omitted."""
+    s = await page_setup(server)
+    _, challenge = pkce_pair()
+    session, _ = await consent_page(server, s, state="sign-in")
+    with_pkce = await session.get(oauth_url(_without_state(s.client_id, challenge, state="")))
+    assert with_pkce.consent_form() is not None and "state" not in with_pkce.consent_form().hidden()
+    query = assert_redirect(await session.decide(with_pkce, "approve"))
+    assert "state" not in query and query["code"][0].startswith("lba_ac_")
+
+    without_pkce = await session.get(oauth_url(_without_state(s.client_id, None, state="")))
+    query = assert_redirect(without_pkce)
+    assert query["error"] == ["invalid_request"] and "state" not in query
+
+
+# ---- registered loopback URIs: any port (RFC 8252 7.3; contract 5) ---------------------------------------
+
+async def test_a_registered_ipv6_loopback_uri_accepts_any_port_but_nothing_else(server):
+    user = await server.create_user()
+    app = await server.create_app(user["email"], redirect_uris=["http://[::1]/cb"])
+    session = PageSession(server)
+    for other in ["http://[::1]:5555/other", "https://[::1]:5555/cb", "http://[::1]:5555/cb?x=1",
+                  "http://[::2]:5555/cb"]:
+        assert_error_page(await session.get(oauth_url(front_params(app["clientId"], other))))
+    requested = "http://[::1]:5555/cb"
+    url = oauth_url(front_params(app["clientId"], requested, state="v6"))
+    signed_in = await session.open_logged_in(url, user["email"], user["password"])
+    assert continue_link(signed_in) == url
+    page = await session.get(url)
+    assert page.consent_form() is not None, (page.status, page.location, page.text[:300])
+    approved = await session.submit(page, page.consent_form(), {"decision": "approve"})
+    query = redirect_query(continue_link(approved), requested)  # no CSP host-source names [::1]
+    assert query["state"] == ["v6"]
+    r = await exchange(server, query["code"][0], requested, app["clientId"], app["clientSecret"])
+    assert r.status == 200, r.text
+
+
+async def test_a_missing_pkce_method_is_invalid_request(server):
+    s = await page_setup(server)
+    session, _ = await consent_page(server, s)
+    _, challenge = pkce_pair()
+    page = await session.get(oauth_url(front_params(s.client_id, REGISTERED_URI, state="pk", code_challenge=challenge)))
+    assert_error_redirect(page, "invalid_request", "pk")

@@ -15,7 +15,8 @@ import jwt
 import pytest
 
 from lbauth.clock import SystemClock
-from lbauth.core import reseal
+from lbauth.core.crypto import reseal
+from lbauth.server import KEY_RELOAD_SECONDS
 from tests.conftest import ROOT, start_server
 from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
 from tests.processes import ServerProcess
@@ -99,7 +100,10 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         running = asyncio.ensure_future(traffic())
         await asyncio.sleep(1)
         staged = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
-        await asyncio.sleep(2.5)  # the grace: verifiers refresh their JWKS every second here
+        # The grace (shortened here with --grace): every server publishes the staged key within its
+        # reload interval, and verifiers fetch the JWKS every second here. Waiting less than the
+        # reload interval made the test depend on where the servers' reloads fell (it failed under load).
+        await asyncio.sleep(KEY_RELOAD_SECONDS + 1.5)
         promoted = await atool("rotate_signing_key.py", "promote", "--grace", "2", "--json", env=env)
         assert promoted.returncode == 0, promoted.stderr
         await first.running.reload_keys()
@@ -206,3 +210,27 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
     finally:
         again.client.close()
         await again.running.stop()
+
+
+async def test_serve_says_once_when_the_signing_alg_setting_differs_from_the_active_key(tmp_path, database_url):
+    """Contract 8: LBAUTH_SIGNING_ALG=EdDSA on a database whose active key is ES256 keeps signing
+    ES256, and `lbauth serve` says so at start, once (not once per worker), naming the tool."""
+    first = await start_server(tmp_path, database_url)  # makes the ES256 key
+    kid = first.services.keyring.signer.kid
+    first.client.close()
+    await first.running.stop()
+    server = await ServerProcess(database_url, tmp_path / "data", signing_alg="EdDSA", workers="2").start()
+    try:
+        jwks = (await server.client.get("/.well-known/jwks.json")).json
+        assert [(k["kid"], k["alg"]) for k in jwks["keys"]] == [(kid, "ES256")]
+    finally:
+        server.stop()
+    notices = [json.loads(line) for line in server.log.read_text().splitlines()
+               if line.startswith("{") and "LBAUTH_SIGNING_ALG" in line]
+    assert len(notices) == 1, notices
+    (notice,) = notices
+    assert notice["level"] == "warning"
+    assert (notice["activeAlg"], notice["signingAlg"], notice["kid"]) == ("ES256", "EdDSA", kid)
+    for needle in ("is EdDSA", f"{kid} is ES256", "signed with ES256", "tools/rotate_signing_key.py",
+                   "stage --alg EdDSA"):
+        assert needle in notice["msg"], notice["msg"]

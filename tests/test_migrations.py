@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import inspect
 
 from lbauth.storage import migrate
-from lbauth.storage.db import Database
+from lbauth.storage.db import open_database
 from lbauth.storage.models import Base
 from tests.conftest import run_cli, start_server
 
 
 async def _tables(url: str) -> set[str]:
-    db = Database(url)
+    db = open_database(url)
     try:
         return set(await db.read(lambda conn: inspect(conn).get_table_names()))
     finally:
@@ -34,7 +34,8 @@ async def test_db_upgrade_creates_the_schema_and_is_idempotent(tmp_path, empty_d
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 async def test_serve_refuses_an_unmigrated_postgresql(tmp_path, empty_database_url):
-    env = {"LBAUTH_DATABASE_URL": empty_database_url, "LBAUTH_DATA_DIR": str(tmp_path), "LBAUTH_PORT": "0"}
+    env = {"LBAUTH_DATABASE_URL": empty_database_url, "LBAUTH_DATA_DIR": str(tmp_path), "LBAUTH_PORT": "0",
+           "LBAUTH_BASE_URL": "https://auth.example.test"}  # production: https public URLs
     result = run_cli("serve", env=env, timeout=30)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -59,7 +60,7 @@ async def test_models_and_migrations_agree(database_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    db = Database(database_url)
+    db = open_database(database_url)
     try:
         diff = await db.read(lambda conn: compare_metadata(
             MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata))

@@ -13,8 +13,10 @@ from sqlalchemy import func, select
 from tornado.httpclient import HTTPClientError
 
 from lbauth.clock import FrozenClock, SystemClock
-from lbauth.core import authorize, outbox, users
-from lbauth.storage.db import Database
+from lbauth.core.accounts import users
+from lbauth.core.clients import outbox
+from lbauth.core.oauth import authorize
+from lbauth.storage.db import open_database
 from lbauth.storage.models import grants, webhook_events
 from tests.conftest import start_server
 from tests.flow_helpers import full_setup, tokens_for
@@ -73,7 +75,7 @@ async def test_two_processes_deliver_500_events_exactly_once(tmp_path, database_
     seed.client.close()
     await seed.running.stop()  # it plays no part in delivering
 
-    db = Database(database_url)
+    db = open_database(database_url)
     try:
         now = int(time.time())
         await db.transaction(lambda conn: [outbox.write_event(conn, app_id=app_id, asu=f"asu_bulk_{i}",
@@ -133,7 +135,7 @@ async def test_sigkill_during_a_burst_of_200_revocations_loses_no_event(tmp_path
     assert 80 <= len(answered) < 200  # the kill did land mid-burst
 
     restarted = await ServerProcess(database_url, tmp_path / "data", webhook_timeout="1").start()
-    db = Database(database_url)
+    db = open_database(database_url)
     try:
         async def revoked_apps() -> set[str]:
             return set(await db.read(lambda c: list(c.execute(

@@ -1,12 +1,15 @@
 """PostgreSQL unreachable in the middle of traffic (issue 8, item 3; contract sections 3, 10 and 13).
 
 A real server process under steady concurrent traffic (logins, authorize and code exchange,
-refresh, /api/auth/me, revocations) loses its database, in one of two ways:
+refresh, /api/auth/me, revocations) loses its database, in one of three ways:
 - `refused`: `ALTER DATABASE ... ALLOW_CONNECTIONS false` and every backend of it terminated, so
   each pooled connection is dead at once and every new one is refused;
 - `silent`: the server reaches PostgreSQL through a TCP relay that cuts every connection it
   carries and then accepts new ones without a word, as a host that stopped answering: each connect
-  attempt waits for its timeout.
+  attempt waits for its timeout;
+- `blackhole`: the same relay, except that the connections it carries are not cut: they stay open
+  and nothing crosses them either way (a partition that drops packets), so a query in flight is
+  never answered and never fails on its own (issue 19: it waited for the 30 s command timeout).
 Meanwhile:
 
 - every answer is a success that needs no database, or 503 `server.unavailable` with a positive
@@ -36,7 +39,7 @@ from sqlalchemy.engine import make_url
 from tornado.httpclient import HTTPClientError
 
 from lbauth.clock import SystemClock
-from lbauth.storage.db import Database
+from lbauth.storage.db import open_database
 from lbauth.storage.models import webhook_events
 from tests.client import Client, Response
 from tests.conftest import _pg_admin, start_server
@@ -194,6 +197,8 @@ class Silent:
         target = make_url(database_url)
         self.target = (target.host or "127.0.0.1", target.port or 5432)
         self.silent = False
+        self.flowing = asyncio.Event()  # cleared: what the relay reads, it holds (Blackhole)
+        self.flowing.set()
         self.links: set[asyncio.StreamWriter] = set()
         self.held: list[asyncio.StreamWriter] = []
         self.listener: asyncio.Server | None = None
@@ -219,10 +224,10 @@ class Silent:
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
         self.links -= {writer, up_writer}
 
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while data := await reader.read(65536):
+                await self.flowing.wait()
                 writer.write(data)
                 await writer.drain()
         finally:
@@ -235,12 +240,29 @@ class Silent:
 
     async def restore(self) -> None:
         self.silent = False
+        self.flowing.set()
         for writer in self.held:
             writer.transport.abort()
         self.held.clear()
 
     async def close(self) -> None:
         await self.cut()
+        await self.restore()
+        self.listener.close()
+
+
+class Blackhole(Silent):
+    """The relay as a network partition that drops packets: the connections it carries stay open,
+    but nothing crosses them in either direction, so a query in flight is neither answered nor
+    failed (no reset, no error); new connections are accepted and never answered. When it heals,
+    what was sent meanwhile goes through, as TCP would retransmit it."""
+
+    async def cut(self) -> None:
+        self.silent = True
+        self.flowing.clear()
+
+    async def close(self) -> None:
+        await Silent.cut(self)  # now cut them, so that nothing outlives the test
         await self.restore()
         self.listener.close()
 
@@ -278,12 +300,14 @@ async def seed(tmp_path, database_url: str, receiver: Receiver, base_url: str) -
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
-@pytest.mark.parametrize("kind", ["refused", "silent"])
+@pytest.mark.parametrize("kind", ["refused", "silent", "blackhole"])
 async def test_postgres_outage_under_traffic(tmp_path, database_url, receiver, kind):
     """`refused`: the database refuses connections and its backends are terminated (every pooled
     connection dead at once). `silent`: the same through a relay, except that connect attempts
-    are met with silence and wait for their timeout."""
-    outage = Refused(database_url) if kind == "refused" else await Silent(database_url).start()
+    are met with silence and wait for their timeout. `blackhole`: the relay also leaves the
+    connections it carries open and silent, so every query in flight hangs."""
+    relays = {"silent": Silent, "blackhole": Blackhole}
+    outage = Refused(database_url) if kind == "refused" else await relays[kind](database_url).start()
     server = ServerProcess(outage.database_url, tmp_path / "data", webhook_timeout="2",
                            webhook_retry_schedule=",".join(["1"] * 100))
     by_user = await seed(tmp_path, database_url, receiver, server.url)
@@ -295,7 +319,7 @@ async def test_postgres_outage_under_traffic(tmp_path, database_url, receiver, k
     receiver.default = Answer(503, delay=0.6)
     await server.start()
     traffic = Traffic(server, busy, to_revoke)
-    db = Database(database_url)
+    db = open_database(database_url)
     cut, workers = False, []
     try:
         # Events the outbox holds when the outage starts: acknowledged, tried, not delivered.

@@ -4,6 +4,7 @@ No server: these are functions, checked over many generated inputs."""
 
 from __future__ import annotations
 
+import re
 import string
 import time
 from urllib.parse import urlsplit
@@ -14,7 +15,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from lbauth import webhooks
-from lbauth.core import opaque, scopes, urls
+from lbauth.core import scopes, urls
+from lbauth.core.crypto import opaque
 from lbauth.errors import ScopeInvalid
 from lbauth.verify import TokenError, decode_access_token
 
@@ -45,6 +47,59 @@ def test_the_localhost_rule_admits_only_plain_loopback_http(uri):
                         "https://app.example/cb%2F", "https://app.example", "com.example.app:/cb"]))
 def test_registered_redirect_uris_match_exactly(registered, candidate):
     assert urls.redirect_allowed(candidate, registered) == (candidate in registered)
+
+
+
+loopback_uri = st.builds(lambda scheme, host, port, rest: f"{scheme}://{host}{port}{rest}",
+                         st.sampled_from(["http", "https", "HTTP"]),
+                         st.sampled_from(["localhost", "127.0.0.1", "[::1]", "LOCALHOST", "[::2]", "127.0.0.2",
+                                          "localhost.evil.com", "user@localhost", "[0:0:0:0:0:0:0:1]"]),
+                         st.sampled_from(["", ":0", ":80", ":8080", ":49152", ":65535", ":65536", ":x", ":"]),
+                         st.sampled_from(["", "/", "/cb", "/cb/", "/CB", "/cb?x=1", "/cb?x=2", "?x=1", "/cb#f",
+                                          "\\@evil.com", "/c b"]))
+
+
+def _loopback_oracle(uri: str) -> tuple[str, str, str] | None:
+    """(host, path, query) of an http URI on localhost, 127.0.0.1 or [::1] with a valid port or
+    none, written independently of lbauth with urlsplit."""
+    if any(c in uri for c in "#\\ ") or not uri.startswith("http://"):
+        return None
+    parts = urlsplit(uri)
+    netloc = parts.netloc
+    host, _, port = netloc.rpartition(":") if not netloc.endswith("]") and ":" in netloc else (netloc, "", "")
+    if host not in ("localhost", "127.0.0.1", "[::1]") or (":" in netloc and not netloc.endswith("]")
+                                                         and not (port.isdigit() and int(port) <= 65535)):
+        return None
+    return host, parts.path, parts.query
+
+
+@FAST
+@given(loopback_uri, loopback_uri)
+def test_a_registered_loopback_uri_matches_on_any_port_and_nothing_else(registered, requested):
+    """RFC 8252 7.3 (contract 5): a registered loopback URI admits the request's port, or any port
+    when it has none; scheme, host, path and query match exactly. Other URIs match byte for byte."""
+    reg, req = _loopback_oracle(registered), _loopback_oracle(requested)
+    expected = requested == registered or (reg is not None and reg == req)
+    assert urls.matches_registered(requested, registered) == expected
+    assert urls.redirect_allowed(requested, [registered]) == (expected or urls.is_loopback_redirect(requested))
+
+
+@FAST
+@given(st.one_of(url_text, loopback_uri, st.builds(lambda scheme, host, port, rest: f"{scheme}://{host}{port}{rest}",
+                                                   st.sampled_from(["https", "http", "com.example.app", "ftp"]),
+                                                   st.sampled_from(["app.example", "APP.example", "*.example", "*",
+                                                                    "a_b.example", "xn--bcher-kva.example", ""]),
+                                                   st.sampled_from(["", ":443", ":8443", ":*", ":99999"]),
+                                                   st.sampled_from(["", "/cb", ";script-src *", " x"]))))
+def test_a_form_action_source_is_only_ever_one_host_source(uri):
+    """Contract 5: the origin as scheme://host[:port], never `*`, a wildcard host or a bare scheme;
+    nothing that could end the directive or add another source."""
+    source = urls.form_action_source(uri)
+    if source is None:
+        return
+    assert re.fullmatch(r"https?://[a-z0-9-]+(\.[a-z0-9-]+)*(:\d{1,5})?", source), source
+    parts = urlsplit(uri)
+    assert source == f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port is not None else "")
 
 
 @FAST

@@ -10,7 +10,7 @@ import stat
 import pytest
 from sqlalchemy import inspect, text
 
-from lbauth.core.masterkey import MasterKeys, generate_key_text, key_file
+from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text, key_file
 from lbauth.settings import SettingsError
 from tests.conftest import start_server
 
@@ -56,13 +56,13 @@ async def test_sealed_secrets_open_only_with_the_master_key(server):
         other.open(row.webhook_secret_sealed, f"webhook_secret:{row.id}")
         raise AssertionError("opened under another master key")
     except Exception as exc:  # noqa: BLE001
-        assert type(exc).__name__ == "MasterKeyError"
+        assert isinstance(exc, MasterKeyError), exc
     # Bound to its row: the same ciphertext does not open as another app's secret.
     try:
         keys.open(row.webhook_secret_sealed, "webhook_secret:app_other")
         raise AssertionError("opened for another purpose")
     except Exception as exc:  # noqa: BLE001
-        assert type(exc).__name__ == "MasterKeyError"
+        assert isinstance(exc, MasterKeyError), exc
 
 
 async def test_generated_master_key_file_is_private(server):

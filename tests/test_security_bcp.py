@@ -1,7 +1,8 @@
 """RFC 9700 (OAuth 2.0 Security Best Current Practice) recommendations that docs/security.md maps
-to these tests: no open redirect after login, `state` required on the page, the departure of
-error redirects before sign-in, bearer tokens never read from a URL, credentials stored only as
-digests, refresh scopes that narrow but never widen, forwarded headers ignored, no CORS."""
+to these tests: no open redirect after login, `state` required on the page (unless PKCE), the
+departure of error redirects before sign-in, bearer tokens never read from a URL, credentials
+stored only as digests, refresh scopes that narrow but never widen, forwarded headers ignored, no
+CORS, no PKCE downgrade."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.flow_helpers import (
     front_params,
     full_setup,
     oauth_url,
+    pkce_pair,
     redirect_query,
     tokens_for,
 )
@@ -155,29 +157,46 @@ async def test_forwarded_headers_change_nothing(tmp_path, database_url):
         await server.running.stop()
 
 
-async def test_no_cors_headers_on_any_endpoint(server):
-    """§2.6 / §4.11: no `Access-Control-*` header, so no other origin's script reads an answer."""
+async def test_no_cors_headers_where_a_user_token_or_cookie_is_taken(server):
+    """§2.6 / §4.11: no `Access-Control-*` header on the pages and on the /api/ endpoints that take a
+    user's credentials, so no other origin's script reads an answer. The public endpoints that browser
+    clients call (metadata, JWKS, token, revoke, feed) do answer CORS (contract 11): tests/test_cors.py."""
     setup = await full_setup(server)
     issued = await tokens_for(server, setup)
     origin = {"Origin": "https://evil.example"}
     answers = [
         await server.client.get("/api/auth/me", bearer=issued["accessToken"], headers=origin),
-        await server.client.get("/.well-known/jwks.json", headers=origin),
-        await server.client.get("/.well-known/oauth-authorization-server", headers=origin),
         await server.client.get(oauth_url(front_params(setup.client_id, setup.redirect_uri)), headers=origin),
-        await server.client.post("/oauth/token", headers=origin, form={
-            "grant_type": "refresh_token", "refresh_token": issued["refreshToken"],
-            "client_id": setup.client_id, "client_secret": setup.client_secret}),
-        await server.client.request("OPTIONS", "/oauth/token", headers={
-            **origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}),
         await server.client.request("OPTIONS", "/api/auth/me", headers={
             **origin, "Access-Control-Request-Method": "GET"}),
+        await server.client.request("OPTIONS", "/oauth/introspect", headers={
+            **origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}),
     ]
-    assert answers[0].status == 200 and answers[4].status == 200
+    assert answers[0].status == 200
     for r in answers:
         assert not [name for name in r.headers if name.lower().startswith("access-control-")], dict(r.headers)
-    assert answers[5].status >= 400 and answers[6].status >= 400  # no preflight is ever approved
+    assert answers[2].status >= 400 and answers[3].status >= 400  # no preflight is approved there
 
 
 def _claims(access_token: str) -> dict:
     return jwt.decode(access_token.removeprefix("lba_at_"), options={"verify_signature": False})
+
+
+async def test_no_pkce_downgrade_at_the_rfc_token_endpoint(server):
+    """RFC 9700 2.1.1: a code_verifier for a code issued without a challenge is refused, and a code
+    issued with one needs its verifier: both invalid_grant at /oauth/token (contract 5)."""
+    s = await full_setup(server)
+    verifier, challenge = pkce_pair()
+    plain_code = await code_for(server, s)
+    pkce_code = await code_for(server, s, codeChallenge=challenge, codeChallengeMethod="S256")
+
+    async def token(code: str, **extra: str):
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
+                "client_id": s.client_id, "client_secret": s.client_secret, **extra}
+        return await server.client.post("/oauth/token", form=form)
+
+    for code, extra in [(plain_code, {"code_verifier": verifier}), (pkce_code, {})]:
+        r = await token(code, **extra)
+        assert r.status == 400 and r.json["error"] == "invalid_grant", r.text
+    assert (await token(plain_code)).status == 200  # refusals consume nothing
+    assert (await token(pkce_code, code_verifier=verifier)).status == 200

@@ -3,13 +3,21 @@ the `lbauth` command with one readable line that names the setting."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from lbauth import settings
 from lbauth.settings import SettingsError
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
+from tests.processes import free_port
 
 
 def test_defaults_match_the_contract(tmp_path):
@@ -94,7 +102,7 @@ def _assert_one_line_error(result, *needles: str) -> None:
     (["serve", "--code-ttl", "7200"], {}, ["--code-ttl", "3600"]),
 ])
 def test_the_command_exits_with_one_readable_line(tmp_path, args, env, needles):
-    env = {"LBAUTH_DATA_DIR": str(tmp_path), **env}
+    env = {"LBAUTH_DATA_DIR": str(tmp_path), "LBAUTH_BASE_URL": "https://auth.example.test", **env}
     _assert_one_line_error(run_cli(*args, env=env), *needles)
 
 
@@ -116,3 +124,78 @@ def test_unreachable_postgresql_is_one_line_not_a_traceback(tmp_path):
     result = run_cli("apps", "list", env={"LBAUTH_DATABASE_URL": "postgresql+asyncpg://postgres@127.0.0.1:9/x",
                                           "LBAUTH_DATA_DIR": str(tmp_path)})
     _assert_one_line_error(result, "cannot reach the database", "127.0.0.1:9")
+
+
+# ---- public URLs and the issuer (contract 1) ------------------------------------------------------------
+
+@pytest.mark.parametrize("issuer, problem", [
+    ("HTTPS://auth.example.com", "upper-case scheme"),
+    ("https://Auth.Example.com", "upper-case host"),
+    ("https://auth.example.com:443", "default port 443"),
+    ("http://auth.example.com:80/t", "default port 80"),
+    ("https://auth.example.com?x=1", "has a query"),
+    ("https://auth.example.com?", "has a query"),
+    ("https://auth.example.com#f", "has a fragment"),
+    ("https://auth.example.com/", "slash"),
+    ("https://auth.example.com/tenant/", "slash"),
+    ("https://user@auth.example.com", "user-info"),
+    ("auth.example.com", "absolute https URL"),
+])
+def test_a_non_canonical_issuer_is_refused_in_every_environment(tmp_path, issuer, problem):
+    for env in ("development", "production"):
+        with pytest.raises(SettingsError) as info:
+            settings.load({}, environ={"LBAUTH_ISSUER": issuer, "LBAUTH_ENV": env})
+        assert str(info.value).startswith("LBAUTH_ISSUER:") and problem in str(info.value)
+    result = run_cli("serve", env={"LBAUTH_DATA_DIR": str(tmp_path), "LBAUTH_ENV": "development",
+                                   "LBAUTH_ISSUER": issuer})
+    _assert_one_line_error(result, "LBAUTH_ISSUER", problem)
+    assert result.returncode == 2
+
+
+def test_an_issuer_derived_from_a_non_canonical_base_url_is_refused_and_a_canonical_one_kept():
+    with pytest.raises(SettingsError) as info:
+        settings.load({}, environ={"LBAUTH_BASE_URL": "https://AUTH.example.com"})
+    assert str(info.value).startswith("LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL):")
+    for issuer in ("https://auth.example.com", "https://auth.example.com:8443/tenant/a", "http://[::1]:8000"):
+        assert settings.load({}, environ={"LBAUTH_ISSUER": issuer}).issuer == issuer  # byte for byte
+
+
+@pytest.mark.parametrize("env, named", [
+    ({}, "LBAUTH_BASE_URL"),  # the default, http://127.0.0.1:8000
+    ({"LBAUTH_BASE_URL": "http://auth.example.com"}, "LBAUTH_BASE_URL"),
+    ({"LBAUTH_BASE_URL": "https://api.example.com", "LBAUTH_AUTH_URL": "http://login.example.com"},
+     "LBAUTH_AUTH_URL"),
+    ({"LBAUTH_BASE_URL": "https://api.example.com", "LBAUTH_ISSUER": "http://api.example.com"}, "LBAUTH_ISSUER"),
+])
+def test_production_refuses_http_public_urls_naming_the_setting(tmp_path, env, named):
+    result = run_cli("serve", env={"LBAUTH_DATA_DIR": str(tmp_path), "LBAUTH_PORT": "0", **env})
+    _assert_one_line_error(result, named, "https", "production")
+    assert result.stderr.startswith(f"lbauth: {named}:")
+    assert not (tmp_path / "lbauth.db").exists()  # refused before touching anything
+
+
+def test_production_serves_with_https_public_urls_on_a_loopback_listener(tmp_path):
+    """TLS ends at a proxy in front: the listener is plain HTTP on loopback, the public URLs https."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
+    env.update(LBAUTH_DATA_DIR=str(tmp_path), LBAUTH_PORT=str(port), LBAUTH_ENV="production",
+               LBAUTH_BASE_URL="https://auth.example.test", LBAUTH_ISSUER="https://auth.example.test/tenant")
+    proc = subprocess.Popen([sys.executable, "-m", "lbauth", "serve"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server/tenant",
+                                            timeout=2) as response:
+                    meta = json.loads(response.read())
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.1)
+        assert meta["issuer"] == "https://auth.example.test/tenant"
+        assert meta["token_endpoint"] == "https://auth.example.test/oauth/token"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)

@@ -4,12 +4,14 @@ authorization code flow with PKCE and a refresh against /oauth/token, unchanged 
 from __future__ import annotations
 
 import asyncio
+import base64
+from urllib.parse import quote
 
 import pytest
 from authlib.common.security import generate_token
 from authlib.integrations.requests_client import OAuth2Session
 
-from tests.flow_helpers import PageSession, full_setup
+from tests.flow_helpers import PageSession, code_for, full_setup
 
 
 @pytest.mark.parametrize("auth_method", ["client_secret_basic", "client_secret_post"])
@@ -65,3 +67,48 @@ async def test_rfc_errors_have_the_rfc_shape(server):
     assert r.headers["WWW-Authenticate"] == 'Basic realm="lbauth"'
     r = await server.client.post("/oauth/token", json={"grant_type": "authorization_code"})
     assert r.status == 400 and r.json["error"] == "invalid_request"
+
+
+def _basic(client_id: str, client_secret: str, encode=lambda text: quote(text, safe="")) -> dict[str, str]:
+    """client_secret_basic: each half application/x-www-form-urlencoded, then base64 (RFC 6749 2.3.1)."""
+    pair = f"{encode(client_id)}:{encode(client_secret)}"
+    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+
+
+async def test_a_client_id_beside_basic_must_name_the_same_client(server):
+    """The MCP Python SDK sends client_id in the body beside HTTP Basic (contract 11)."""
+    setup = await full_setup(server)
+    other = await server.create_app(setup.user["email"], name="Other App")
+    headers = _basic(setup.client_id, setup.client_secret)
+    code = await code_for(server, setup)
+    r = await server.client.post("/oauth/token", headers=headers, form={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": setup.redirect_uri,
+        "client_id": setup.client_id})
+    assert r.status == 200, r.text
+    refresh_token = r.json["refresh_token"]
+    for path, form in (("/oauth/token", {"grant_type": "refresh_token", "refresh_token": refresh_token}),
+                       ("/oauth/introspect", {"token": refresh_token}), ("/oauth/revoke", {"token": refresh_token})):
+        wrong = await server.client.post(path, headers=headers, form={**form, "client_id": other["clientId"]})
+        assert wrong.status == 401 and wrong.json["error"] == "invalid_client", (path, wrong.text)
+        assert wrong.headers["WWW-Authenticate"] == 'Basic realm="lbauth"'
+    assert (await server.client.post("/oauth/introspect", headers=headers, form={
+        "token": refresh_token, "client_id": setup.client_id})).json["active"] is True  # nothing was revoked
+    same = await server.client.post("/oauth/revoke", headers=headers, form={
+        "token": refresh_token, "client_id": setup.client_id})
+    assert same.status == 200 and same.json == {}
+    assert same.headers["Content-Type"].split(";")[0] == "application/json"  # RFC 7009 for clients that parse it
+
+
+async def test_basic_credentials_are_form_urldecoded(server):
+    """RFC 6749 2.3.1: a client may percent-encode any character of its id and secret."""
+    setup = await full_setup(server)
+
+    def every_byte(text: str) -> str:
+        return "".join(f"%{b:02X}" for b in text.encode())
+    form = {"grant_type": "authorization_code", "redirect_uri": setup.redirect_uri}
+    r = await server.client.post("/oauth/token", headers=_basic(setup.client_id, setup.client_secret, every_byte),
+                                 form={**form, "code": await code_for(server, setup)})
+    assert r.status == 200, r.text
+    raw = _basic(setup.client_id, setup.client_secret.replace("_", "%5f"), lambda text: text)
+    r = await server.client.post("/oauth/token", headers=raw, form={**form, "code": await code_for(server, setup)})
+    assert r.status == 200, r.text

@@ -19,10 +19,12 @@ import tornado.netutil
 import tornado.web
 from cryptography.hazmat.primitives import serialization
 
-from lbauth.core import keys
-from lbauth.verify import TokenError, Verifier, requires_token
+from lbauth.clock import FrozenClock
+from lbauth.core.crypto import keys
+from lbauth.server import start
+from lbauth.verify import TokenError, Verifier, metadata_url, requires_token
 from tests.client import Client
-from tests.conftest import ROOT
+from tests.conftest import ROOT, START_TIME, TestServer, make_settings
 from tests.flow_helpers import code_for, full_setup, tokens_for
 
 
@@ -263,3 +265,42 @@ def test_checklist_size_does_not_change_the_cost_of_a_check():
     assert len(big) == 200_000
     assert big.is_revoked("gnt_99999", None, 50) and not big.is_revoked("gnt_x", "jti_y", 50)
     assert not big.is_revoked("gnt_5", None, 101)  # issued after the revocation
+
+
+# ---- discovery (contract 9; RFC 8414 3.1 and 3.3) ---------------------------------------------------------
+
+def test_the_metadata_location_is_the_rfc_8414_one():
+    assert metadata_url("https://auth.example.com") == "https://auth.example.com/.well-known/oauth-authorization-server"
+    assert metadata_url("https://h.example:8443/tenant") == \
+        "https://h.example:8443/.well-known/oauth-authorization-server/tenant"
+    assert metadata_url("https://h.example/a/b/") == "https://h.example/.well-known/oauth-authorization-server/a/b"
+
+
+async def test_an_issuer_with_a_path_is_discovered_where_rfc_8414_puts_it(tmp_path, database_url):
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    issuer = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/tenant"
+    settings = make_settings(tmp_path, database_url, sockets[0].getsockname()[1], issuer=issuer)
+    clock = FrozenClock(START_TIME)
+    srv = TestServer(await start(settings, clock=clock, sockets=sockets), clock)
+    verifier = Verifier(issuer, settings.audience, clock=srv.clock.now)
+    try:
+        token, claims = await claims_of(srv)
+        await verifier.arefresh()
+        assert claims["iss"] == issuer
+        assert verifier.verify(token) == claims
+    finally:
+        verifier.close()
+        srv.client.close()
+        await srv.running.stop()
+
+
+async def test_metadata_naming_another_issuer_is_refused(server):
+    """RFC 8414 3.3: the `issuer` in the document must be the configured issuer, byte for byte; a
+    trailing slash is another issuer."""
+    for configured in (server.url + "/", server.url.replace("127.0.0.1", "localhost")):
+        verifier = Verifier(configured, server.settings.audience, clock=server.clock.now)
+        with pytest.raises(ValueError, match="identical"):
+            await verifier.arefresh()
+        with pytest.raises(TokenError) as info:
+            verifier.verify("lba_at_x.y.z")
+        assert info.value.status == 503  # nothing was trusted: no keys

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import text
 
 from lbauth import webhooks
-from lbauth.core import outbox
+from lbauth.core.clients import outbox
 from lbauth.delivery import ForbiddenAddress, PublicOnlyResolver
-from tests.conftest import run_cli, start_server
+from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import full_setup, tokens_for
 from tests.receiver import Answer, Receiver
 
@@ -122,16 +122,17 @@ async def test_410_disables_the_webhook_until_it_is_enabled(srv, receiver, tmp_p
     await deliver(srv)
     assert (await event(srv, event_id))["status"] == "failed"
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
-    shown = json.loads(run_cli("apps", "show", setup.client_id, "--json", env=env).stdout)
+    shown = json.loads((await arun_cli("apps", "show", setup.client_id, "--json", env=env)).stdout)
     assert shown["webhookEnabled"] is False
 
-    test_event = json.loads(run_cli("apps", "test-webhook", setup.client_id, "--json", env=env).stdout)["eventId"]
+    tested = await arun_cli("apps", "test-webhook", setup.client_id, "--json", env=env)
+    test_event = json.loads(tested.stdout)["eventId"]
     srv.clock.advance(60)
     await deliver(srv)
     assert len(receiver.received) == 1  # held while disabled, not lost
     assert (await event(srv, test_event))["status"] == "pending"
 
-    enabled = run_cli("apps", "update", setup.client_id, "--enable-webhook", "--json", env=env)
+    enabled = await arun_cli("apps", "update", setup.client_id, "--enable-webhook", "--json", env=env)
     assert json.loads(enabled.stdout)["webhookEnabled"] is True
     await deliver(srv)
     assert receiver.received[-1].event_id == test_event
@@ -192,7 +193,7 @@ async def test_a_test_delivery_touches_no_grant(srv, receiver, tmp_path, databas
     setup = await full_setup(srv, webhook_url=receiver.url)
     tokens = await tokens_for(srv, setup)
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
-    result = run_cli("apps", "test-webhook", setup.client_id, "--json", env=env)
+    result = await arun_cli("apps", "test-webhook", setup.client_id, "--json", env=env)
     assert set(json.loads(result.stdout)) == {"eventId"}
     await deliver(srv)
     (request,) = receiver.received
@@ -209,13 +210,13 @@ async def test_webhooks_list_and_redeliver_on_the_command_line(srv, receiver, tm
     setup, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
-    listed = json.loads(run_cli("webhooks", "list", "--app", setup.client_id, "--status", "failed", "--json",
-                                env=env).stdout)
+    listed = json.loads((await arun_cli("webhooks", "list", "--app", setup.client_id, "--status", "failed",
+                                        "--json", env=env)).stdout)
     assert [e["eventId"] for e in listed] == [event_id]
     assert set(listed[0]) == {"eventId", "appId", "clientId", "eventType", "reason", "status", "attempts",
                               "lastStatus", "nextAttemptAt", "createdAt"}
     assert listed[0]["lastStatus"] == 400 and listed[0]["attempts"] == 1
-    assert run_cli("webhooks", "redeliver", event_id, "--json", env=env).returncode == 0
+    assert (await arun_cli("webhooks", "redeliver", event_id, "--json", env=env)).returncode == 0
     await deliver(srv)
     assert [r.event_id for r in receiver.received] == [event_id, event_id]
     assert (await event(srv, event_id))["status"] == "delivered"

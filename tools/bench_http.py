@@ -28,11 +28,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lbauth.clock import SystemClock
-from lbauth.core import apps, authorize, opaque, outbox, users
-from lbauth.core.masterkey import load_master_keys
+from lbauth.core.accounts import users
+from lbauth.core.clients import apps, outbox
+from lbauth.core.crypto import opaque
+from lbauth.core.crypto.masterkey import load_master_keys
+from lbauth.core.oauth import authorize
 from lbauth.settings import load as load_settings
 from lbauth.storage import migrate
-from lbauth.storage.db import Database
+from lbauth.storage.db import open_database
 from lbauth.storage.models import authorization_codes, grants, subjects
 from lbauth.storage.repo import users as users_repo
 
@@ -229,7 +232,7 @@ class Deployment:
                 await admin.execute(f'CREATE DATABASE "{name}"')
             finally:
                 await admin.close()
-        db = Database(self.database_url)
+        db = open_database(self.database_url)
         try:
             await migrate.upgrade(db)
         finally:
@@ -260,7 +263,7 @@ class Deployment:
         database: issuing 100,000 codes over HTTP would take longer than the run)."""
         settings = load_settings({"database_url": self.database_url, "data_dir": str(self.data_dir)}, environ={})
         clock = SystemClock()
-        db = Database(self.database_url)
+        db = open_database(self.database_url)
         try:
             email = f"bench-{secrets.token_hex(4)}@example.com"
             await users.create_user(db, clock, email=email, name="Bench", password="bench-password")
@@ -368,7 +371,7 @@ async def webhook_throughput(deployment: Deployment, seed: dict, count: int) -> 
     server = tornado.httpserver.HTTPServer(tornado.web.Application([("/hook", Hook)]))
     server.add_sockets(sockets)
     hook = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/hook"
-    db = Database(deployment.database_url)
+    db = open_database(deployment.database_url)
     try:
         from sqlalchemy import update
 
@@ -403,6 +406,7 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
     running = await start(settings, sockets=sockets)
     for callback in running.periodic:
         callback.stop()  # nothing else may send statements while we count
+    running.services.checklist.max_age = None  # with no poll, no fail-closed catch-up read either
     client = AsyncHTTPClient(force_instance=True)
     db = running.services.db
     base = settings.base_url
@@ -522,7 +526,7 @@ async def _fill(database_url: str, seed: dict, grants_count: int, tokens_count: 
     `tokens_count` refresh tokens spread over those grants."""
     from lbauth.storage.models import refresh_tokens as rt_table
     from lbauth.storage.models import users as users_table
-    db = Database(database_url)
+    db = open_database(database_url)
     now = int(time.time())
     try:
         for start in range(0, grants_count, 10_000):

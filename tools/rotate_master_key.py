@@ -21,9 +21,9 @@ import sys
 import time
 
 from lbauth import cli
-from lbauth.core import reseal
-from lbauth.core.keys import RotationRefused
-from lbauth.core.masterkey import (
+from lbauth.core.crypto import reseal
+from lbauth.core.crypto.keys import RotationRefused
+from lbauth.core.crypto.masterkey import (
     MasterKeys,
     generate_key_text,
     key_file,

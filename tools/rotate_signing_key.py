@@ -19,8 +19,8 @@ import sys
 
 from lbauth import cli
 from lbauth.clock import SystemClock
-from lbauth.core import keys
-from lbauth.core.masterkey import load_master_keys
+from lbauth.core.crypto import keys
+from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.settings import SIGNING_ALGS
 
 
@@ -30,9 +30,10 @@ async def status(args, settings) -> list:
 
 
 async def stage(args, settings) -> dict:
-    master = load_master_keys(settings)
-    return await cli.with_database(settings, lambda db: keys.stage_key(db, SystemClock(), master,
-                                                                       args.alg or settings.signing_alg))
+    async def work(db) -> dict:
+        return await keys.stage_key(db, SystemClock(), await master_keys_for(db, settings),
+                                    args.alg or settings.signing_alg)
+    return await cli.with_database(settings, work)
 
 
 async def promote(args, settings) -> dict:

@@ -103,10 +103,10 @@ async def seed_users(database_url: str, files: list[Path]) -> None:
     """USERS users with a live user token each, per file (one wrk thread reads one file)."""
     from sqlalchemy import insert
 
-    from lbauth.core import opaque
-    from lbauth.storage.db import Database
+    from lbauth.core.crypto import opaque
+    from lbauth.storage.db import open_database
     from lbauth.storage.models import user_tokens, users
-    db = Database(database_url)
+    db = open_database(database_url)
     now = int(time.time())
     try:
         for n, path in enumerate(files):

@@ -9,25 +9,71 @@ from urllib.parse import urlsplit
 from lbauth.errors import ValidationFailed
 
 MAX_URL_LENGTH = 2000
-# Contract 5: scheme http, host exactly localhost or 127.0.0.1, any port, no user-info part.
-_LOOPBACK_REDIRECT = re.compile(r"http://(?:localhost|127\.0\.0\.1)(?::(\d{1,5}))?(?:[/?][^#]*)?")
+# A loopback URI (RFC 8252 7.3): http, host localhost, 127.0.0.1 or [::1], any port, no user-info
+# part; groups: host, port, path and query.
+_LOOPBACK = re.compile(r"http://(localhost|127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?((?:[/?][^#]*)?)")
+# CSP 3 host-source host-part: dot-separated ALPHA / DIGIT / "-" labels (no IPv6 literal, no "*").
+_CSP_HOST = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
 # RFC 8252 7.1: a native app's private-use scheme is a reversed domain name, so it has a dot.
 _PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
 
 
 def is_loopback_redirect(uri: str) -> bool:
-    """A redirect to a program on the user's own device: allowed without registration."""
-    if not isinstance(uri, str) or len(uri) > MAX_URL_LENGTH or _UNSAFE.search(uri):
-        return False
-    match = _LOOPBACK_REDIRECT.fullmatch(uri)
-    return bool(match) and (match.group(1) is None or int(match.group(1)) <= 65535)
+    """A redirect to a program on the user's own device, allowed without registration: the
+    specification's localhost rule names localhost and 127.0.0.1 only, not [::1] (contract 5)."""
+    parts = _loopback_parts(uri) if isinstance(uri, str) else None
+    return parts is not None and parts[0] != "[::1]"
+
+
+def _loopback_parts(uri: str) -> tuple[str, str] | None:
+    """(host, path and query) of a loopback `http` URI with a valid port or none, else None."""
+    if len(uri) > MAX_URL_LENGTH or _UNSAFE.search(uri):
+        return None
+    match = _LOOPBACK.fullmatch(uri)
+    if match is None or (match.group(2) is not None and int(match.group(2)) > 65535):
+        return None
+    return match.group(1), match.group(3)
+
+
+def matches_registered(uri: str, registered: str) -> bool:
+    """RFC 3986 6.2.1 simple string comparison with a registered URI; when that URI is a loopback
+    one (http, localhost / 127.0.0.1 / [::1]), the request's port may differ or the registered URI
+    may have none, while scheme, host, path and query still match exactly (RFC 8252 7.3, contract 5)."""
+    if uri == registered:
+        return True
+    loopback = _loopback_parts(registered)
+    return loopback is not None and _loopback_parts(uri) == loopback
+
+
+def is_registered(uri: str, registered: list[str]) -> bool:
+    return any(matches_registered(uri, candidate) for candidate in registered)
 
 
 def redirect_allowed(uri: str, registered: list[str]) -> bool:
-    """Exact match against a registered URI (no prefix, case, slash, query or fragment variants),
-    or the localhost rule."""
-    return uri in registered or is_loopback_redirect(uri)
+    """A registered URI (exact, or a registered loopback URI on any port), or the localhost rule."""
+    return is_registered(uri, registered) or is_loopback_redirect(uri)
+
+
+def goes_to_this_device(uri: str) -> bool:
+    """A loopback redirect: to a program on the user's own device (localhost, 127.0.0.1, [::1])."""
+    return _loopback_parts(uri) is not None
+
+
+def form_action_source(uri: str) -> str | None:
+    """The CSP host-source (scheme://host[:port], CSP 3 2.3.1) naming the redirect URI's origin,
+    for the `form-action` of a page whose form ends at that redirect URI (contract 5). None when no
+    host-source can name it: a private-use scheme (a bare `scheme:` source is refused: it would
+    admit every URI of the scheme) or an IPv6 literal, which CSP's grammar has no room for."""
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or parts.username is not None or not _CSP_HOST.fullmatch(host):
+        return None
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
 def check_redirect_uri(uri: str, *, development: bool) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from lbauth.core import revocation, users
+from lbauth.core.accounts import users
+from lbauth.core.fields import require
+from lbauth.core.oauth import revocation
 from lbauth.errors import ValidationFailed
-from lbauth.handlers.base import BaseHandler, require
+from lbauth.handlers.base import BaseHandler, CorsHandler
 
 
 class LoginHandler(BaseHandler):
@@ -30,7 +32,7 @@ class AuthorizationsHandler(UserTokenHandler):
 
     async def get(self) -> None:
         user = await self.bearer_user()
-        self.send_data({"items": await revocation.list_authorizations(self.services.db, user.id)})
+        self.send_data({"items": await self.services.oauth.authorizations(user.id)})
 
 
 class AuthorizationHandler(UserTokenHandler):
@@ -38,19 +40,16 @@ class AuthorizationHandler(UserTokenHandler):
 
     async def delete(self, client_id: str) -> None:
         user = await self.bearer_user()
-        s = self.services
-        result = await revocation.revoke_authorization(s.db, s.clock, s.checklist, user_id=user.id,
-                                                       client_id=client_id,
-                                                       access_ttl=s.settings.access_token_ttl)
-        self.send_data(result)
+        self.send_data(await self.services.oauth.revoke_authorization(user.id, client_id))
 
 
-class RevocationFeedHandler(BaseHandler):
+class RevocationFeedHandler(CorsHandler):
     """GET /api/oauth/revocations[?since=CURSOR]: the check-list for offline verifiers. It names
-    only random grant and token ids, so it needs no credentials; responses carry an ETag."""
+    only random grant and token ids, so it needs no credentials, and browsers of any origin may
+    read it (contract 11); responses carry an ETag."""
 
     def set_default_headers(self) -> None:
-        self.set_header("X-Content-Type-Options", "nosniff")
+        super().set_default_headers()
         self.set_header("Cache-Control", "no-cache")
 
     async def get(self) -> None:

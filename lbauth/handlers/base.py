@@ -18,17 +18,16 @@ import tornado.web
 
 from lbauth import logs
 from lbauth.errors import (
+    BearerTokenError,
     FormExpired,
     InternalError,
     LbauthError,
+    MalformedRequest,
     MethodNotAllowed,
     NotFound,
     RequestTooLarge,
-    ScopeInsufficient,
-    TokenExpired,
     TokenInvalid,
     TokenMissing,
-    TokenRevoked,
     ValidationFailed,
 )
 from lbauth.services import Services
@@ -38,13 +37,6 @@ log = logging.getLogger("lbauth.http")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _FORM = "application/x-www-form-urlencoded"
 _MAX_FIELDS = 100
-_CHALLENGES = {  # RFC 6750 3: the WWW-Authenticate answer to each bearer failure
-    TokenMissing: "Bearer",
-    TokenInvalid: 'Bearer error="invalid_token"',
-    TokenExpired: 'Bearer error="invalid_token"',
-    TokenRevoked: 'Bearer error="invalid_token"',
-    ScopeInsufficient: 'Bearer error="insufficient_scope"',
-}
 
 
 @tornado.web.stream_request_body
@@ -133,9 +125,8 @@ class BaseHandler(tornado.web.RequestHandler):
         self.set_status(error.status)
         for name, value in error.headers.items():
             self.set_header(name, value)
-        challenge = _CHALLENGES.get(type(error))
-        if challenge and "WWW-Authenticate" not in error.headers:
-            self.set_header("WWW-Authenticate", challenge)
+        if isinstance(error, BearerTokenError) and "WWW-Authenticate" not in error.headers:
+            self.set_header("WWW-Authenticate", error.challenge)  # RFC 6750 3
         if isinstance(error, MethodNotAllowed):
             self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.render_error(error)
@@ -157,9 +148,7 @@ class BaseHandler(tornado.web.RequestHandler):
         if status_code == 403 and isinstance(exc, tornado.web.HTTPError) and "_xsrf" in (exc.log_message or ""):
             return FormExpired()
         if 400 <= status_code < 500:
-            error = ValidationFailed("The request is malformed.")
-            error.status = status_code
-            return error
+            return MalformedRequest(status_code)
         return InternalError()
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
@@ -285,15 +274,29 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def require(fields: dict[str, Any], *names: str) -> list[Any]:
-    """The named fields, or `Field required: <name>` for the first one missing or empty."""
-    values = []
-    for name in names:
-        value = fields.get(name)
-        if value is None or value == "":
-            raise ValidationFailed(f"Field required: {name}")
-        values.append(value)
-    return values
+class CorsHandler(BaseHandler):
+    """An endpoint that browser clients call from any origin (contract 11): single-page apps and
+    the MCP Inspector. Every answer, errors included, carries `Access-Control-Allow-Origin: *`
+    and never allows credentials (no cookie is read here); OPTIONS answers the preflight, naming
+    the request headers one by one since a `*` never covers Authorization (Fetch standard).
+    Pages and the /api/ endpoints that take a user token or a cookie never answer CORS."""
+
+    CORS_REQUEST_HEADERS = "Authorization, Content-Type, MCP-Protocol-Version"
+    CORS_EXPOSED_HEADERS = "WWW-Authenticate, Retry-After, ETag, X-Request-Id"
+    CORS_MAX_AGE = "600"
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.set_header("Access-Control-Expose-Headers", self.CORS_EXPOSED_HEADERS)
+
+    def options(self, *_args: str) -> None:
+        """The CORS preflight: 204, the methods this endpoint answers and the headers it takes."""
+        self.set_status(204)
+        self.set_header("Access-Control-Allow-Methods", ", ".join(self.allowed_methods()))
+        self.set_header("Access-Control-Allow-Headers", self.CORS_REQUEST_HEADERS)
+        self.set_header("Access-Control-Max-Age", self.CORS_MAX_AGE)
+        self.finish()
 
 
 class NotFoundHandler(BaseHandler):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row
-
-from lbauth.core import apps, outbox, scopes
+from lbauth.core import scopes
+from lbauth.core.clients import apps, outbox
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
-from lbauth.handlers.pages import PageHandler
+from lbauth.handlers.pages import PageHandler, signed_in
+from lbauth.storage.records import App
 
 _NOTICES = {
     "saved": "Changes saved.",
@@ -21,13 +21,11 @@ _NOTICES = {
 
 class ConsolePage(PageHandler):
     script_src = "'self'"  # static/console.js: the copy buttons
-    def signed_in(self) -> bool:
-        if self.user is None:
-            self.login_form(self.request.path)
-            return False
-        return True
 
-    async def owned_app(self, client_id: str) -> Row:
+    def sign_in_next(self) -> str:
+        return self.request.path
+
+    async def owned_app(self, client_id: str) -> App:
         """The app, if the signed-in user owns it; 404 for any other (no hint that it exists)."""
         try:
             row = await apps.get_app(self.services.db, client_id)
@@ -54,10 +52,10 @@ class ConsolePage(PageHandler):
 class ConsoleHome(ConsolePage):
     """GET /console/: the apps the user owns."""
 
+    @signed_in
     async def get(self) -> None:
-        if self.signed_in():
-            owned = await apps.list_apps(self.services.db, owner_id=self.user.id)
-            self.render_page("console_home.html", apps=owned)
+        owned = await apps.list_apps(self.services.db, owner_id=self.user.id)
+        self.render_page("console_home.html", apps=owned)
 
 
 def _app_fields(form: dict[str, Any]) -> dict[str, Any]:
@@ -70,14 +68,12 @@ def _app_fields(form: dict[str, Any]) -> dict[str, Any]:
 class NewAppPage(ConsolePage):
     """GET/POST /console/apps/new: register an app; its two secrets are shown once."""
 
+    @signed_in
     async def get(self) -> None:
-        if self.signed_in():
-            self.render_page("console_new.html", meanings=scopes.SCOPES, error=None, values={})
+        self.render_page("console_new.html", meanings=scopes.SCOPES, error=None, values={})
 
-    async def post(self) -> None:
-        form = self.form(lists=("scopes",))
-        if not self.signed_in():
-            return
+    @signed_in(lists=("scopes",))
+    async def post(self, form: dict[str, Any]) -> None:
         s = self.services
         fields = _app_fields(form)
         try:
@@ -96,14 +92,12 @@ class AppPage(ConsolePage):
     """GET /console/apps/{client_id}: settings, secrets, webhook and deliveries. POST `action`:
     save, rotate-secret, rotate-webhook-secret, test-webhook, redeliver (`event_id`), enable-webhook."""
 
+    @signed_in
     async def get(self, client_id: str) -> None:
-        if self.signed_in():
-            await self.render_app(client_id)
+        await self.render_app(client_id)
 
-    async def post(self, client_id: str) -> None:
-        form = self.form(lists=("scopes",))
-        if not self.signed_in():
-            return
+    @signed_in(lists=("scopes",))
+    async def post(self, client_id: str, form: dict[str, Any]) -> None:
         await self.owned_app(client_id)
         s, action = self.services, form.get("action")
         try:

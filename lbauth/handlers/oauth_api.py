@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from lbauth.core import authorize, tokens, users
+from lbauth.core.accounts import users
+from lbauth.core.fields import require
+from lbauth.core.oauth import authorize
+from lbauth.core.oauth.client_auth import ClientCredentials, ClientSecretPost
 from lbauth.errors import GrantTypeInvalid, ValidationFailed
-from lbauth.handlers.base import BaseHandler, require
+from lbauth.handlers.base import BaseHandler
 
 
 class AuthorizeExternalHandler(BaseHandler):
@@ -25,52 +28,51 @@ class AuthorizeExternalHandler(BaseHandler):
 
 
 class TokenHandler(BaseHandler):
-    """Shared by the two token endpoints: form body, no credentials in the query, no caching."""
+    """The specification's token endpoints (spec 4.3, 4.4): one grant each, client_secret_post only,
+    every field required before anything else is looked at; the answer is an envelope."""
 
     grant_type: str
+    fields: tuple[str, ...]  # the grant's parameters, in the order their absence is reported
 
     def set_default_headers(self) -> None:
         super().set_default_headers()
         self.set_token_response_headers()  # errors too: write_error resets to these defaults
 
-    def fields(self, *names: str) -> list[str]:
+    async def post(self) -> None:
         self.refuse_credentials_in_query()
         form = self.form_body()
         (grant_type,) = require(form, "grant_type")
         if grant_type != self.grant_type:
             raise GrantTypeInvalid(f"grant_type must be {self.grant_type}")
-        return require(form, *names) + [form.get("code_verifier") or None]
+        client_id, client_secret = require(form, *self.fields, "client_id", "client_secret")[-2:]
+        self.limit_token_request(client_id)
+        params = self.grant_params(form)
+        oauth = self.services.oauth
+        token_set = await oauth.token(oauth.grant(self.grant_type),
+                                      ClientCredentials(client_id, client_secret, ClientSecretPost.name), params)
+        self.services.metrics.tokens_issued.labels(self.grant_type).inc()
+        self.send_data(token_set.envelope_data())
+
+    def grant_params(self, form: dict[str, str]) -> dict[str, str]:
+        return {name: form[name] for name in self.fields}
 
 
 class TokenCodeHandler(TokenHandler):
     """POST /api/oauth/token/code: an authorization code for a token set."""
 
-    grant_type = "authorization_code"
+    grant_type, fields = "authorization_code", ("code", "redirect_uri")
 
-    async def post(self) -> None:
-        s = self.services
-        code, redirect_uri, client_id, client_secret, verifier = self.fields(
-            "code", "redirect_uri", "client_id", "client_secret")
-        self.limit_token_request(client_id)
-        token_set = await tokens.exchange_code(s.db, s.clock, s.tokens, client_id=client_id,
-                                               client_secret=client_secret, code=code, redirect_uri=redirect_uri,
-                                               code_verifier=verifier)
-        s.metrics.tokens_issued.labels("authorization_code").inc()
-        self.send_data(token_set.envelope_data())
+    def grant_params(self, form: dict[str, str]) -> dict[str, str]:
+        return {**super().grant_params(form), "code_verifier": form.get("code_verifier", "")}
 
 
 class TokenRefreshHandler(TokenHandler):
-    """POST /api/oauth/token/refresh: a new access token; the refresh token comes back unchanged."""
+    """POST /api/oauth/token/refresh: a new access token; the refresh token comes back unchanged.
+    No `scope` here (spec 4.4): the new token has the grant's scopes."""
 
-    grant_type = "refresh_token"
+    grant_type, fields = "refresh_token", ("refresh_token",)
 
-    async def post(self) -> None:
-        s = self.services
-        refresh_token, client_id, client_secret, verifier = self.fields("refresh_token", "client_id", "client_secret")
-        self.limit_token_request(client_id)
-        if verifier is not None:
+    def grant_params(self, form: dict[str, str]) -> dict[str, str]:
+        if form.get("code_verifier"):
             raise ValidationFailed("code_verifier is not a refresh parameter")
-        token_set = await tokens.refresh(s.db, s.clock, s.tokens, client_id=client_id, client_secret=client_secret,
-                                         refresh_token=refresh_token)
-        s.metrics.tokens_issued.labels("refresh_token").inc()
-        self.send_data(token_set.envelope_data())
+        return super().grant_params(form)

@@ -6,7 +6,7 @@ import hmac
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from lbauth.core import outbox
+from lbauth.core.clients import outbox
 from lbauth.errors import NotFound, ServerUnavailable, TokenInvalid
 from lbauth.handlers.base import BaseHandler
 

@@ -3,17 +3,21 @@ HttpOnly SameSite=Lax session cookie, XSRF tokens on every form, strict security
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import jinja2
 import tornado.web
-from sqlalchemy import Row
 
-from lbauth.core import users
+from lbauth.core import urls
+from lbauth.core.accounts import users
+from lbauth.core.oauth import authorize
 from lbauth.errors import LbauthError, LoginFailed, TokenInvalid, ValidationFailed
 from lbauth.handlers.base import BaseHandler
+from lbauth.storage.records import User
 
 SESSION_COOKIE = "lbauth_session"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -45,8 +49,8 @@ def make_templates() -> jinja2.Environment:
 class PageHandler(BaseHandler):
     """Pages render HTML, errors included, and know the logged-in user from the session cookie."""
 
-    user: Row | None = None
-    form_targets: tuple[str, ...] = ()  # extra CSP form-action sources (a consent redirect target)
+    user: User | None = None
+    form_targets: tuple[str, ...] = ()  # extra CSP form-action sources (allow_form_to)
     script_src: str | None = None  # pages run no script, except the console's own file
 
     def set_default_headers(self) -> None:
@@ -91,7 +95,11 @@ class PageHandler(BaseHandler):
 
     def render_error(self, error: LbauthError) -> None:
         self.set_default_headers()
-        self.render_page("error.html", status=error.status, title=_error_title(error), message=error.message)
+        self.render_page("error.html", status=self.error_page_status(error), title=_error_title(error),
+                         message=error.message)
+
+    def error_page_status(self, error: LbauthError) -> int:
+        return error.status
 
     # ---- forms -----------------------------------------------------------------------------------
 
@@ -112,9 +120,54 @@ class PageHandler(BaseHandler):
     def login_form(self, next_url: str, status: int = 200, error: str | None = None, email: str = "") -> None:
         self.render_page("login.html", status=status, next_url=next_url, error=error, email=email)
 
+    def sign_in_next(self) -> str:
+        """Where the sign-in form of `@signed_in` comes back to: this page."""
+        return self.request.uri or "/"
+
+    # ---- a form whose answer ends at a client (contract 5) ---------------------------------------
+
+    def allow_form_to(self, redirect_uri: str) -> bool:
+        """Let this page's form end, through redirects, at `redirect_uri`: its origin, as a CSP
+        host-source, joins `form-action` (Chromium checks every hop of the form's redirect chain).
+        False when no host-source can name it (a private-use scheme, an IPv6 literal): the form's
+        answer must then be `continue_page`, never a redirect to the client."""
+        source = urls.form_action_source(redirect_uri)
+        if source is None:
+            return False
+        self.form_targets = (source,)
+        self._set_csp()
+        return True
+
+    def continue_page(self, target: str, heading: str, message: str) -> None:
+        """The answer to a form whose next stop no `form-action` source may name: a page that goes
+        on to `target` by a navigation (a refresh, or the link), which `form-action` does not govern."""
+        self.render_page("continue.html", target=target, heading=heading, message=message)
+
+
+PageMethod = Callable[..., Awaitable[None]]
+
+
+def signed_in(method: PageMethod | None = None, *, lists: tuple[str, ...] = (), next_url: str | None = None,
+              status: int = 200) -> Any:
+    """A page method for signed-in users only, as Tornado's `@authenticated`, but a visitor gets our
+    sign-in form (coming back to `next_url`, or the page's `sign_in_next()`) with `status`. A POST's
+    form is read first (`lists` as in `form()`: its XSRF token checked, its errors answered) and
+    given to the method as `form`. `@signed_in` or `@signed_in(...)`."""
+    def decorate(method: PageMethod) -> PageMethod:
+        @functools.wraps(method)
+        async def wrapper(self: PageHandler, *args: Any, **kwargs: Any) -> None:
+            if self.request.method == "POST":
+                kwargs["form"] = self.form(lists)
+            if self.user is None:
+                self.login_form(next_url or self.sign_in_next(), status=status)
+                return
+            await method(self, *args, **kwargs)
+        return wrapper
+    return decorate if method is None else decorate(method)
+
 
 def _error_title(error: LbauthError) -> str:
-    if error.sub_code in ("oauth2.application.not_found", "oauth2.redirect_uri.mismatch"):
+    if not error.redirectable:
         return "This app's request cannot be trusted"
     return {400: "Bad request", 401: "Please sign in", 403: "Not allowed", 404: "Not found",
             413: "Too large", 429: "Slow down"}.get(error.status, "Something went wrong")
@@ -137,11 +190,12 @@ def with_query(url: str, params: dict[str, str | None]) -> str:
 class LoginPage(PageHandler):
     """GET/POST {auth_url}/login: email and password, then back to where the user was going."""
 
-    def get(self) -> None:
+    async def get(self) -> None:
         next_url = safe_next(self.get_query_argument("next", None))
         if self.user:
             self.redirect(next_url)
             return
+        await self.allow_next(next_url)
         self.login_form(next_url)
 
     async def post(self) -> None:
@@ -149,6 +203,7 @@ class LoginPage(PageHandler):
         next_url = safe_next(form.get("next"))
         self.limit_login(form.get("email", ""))
         s = self.services
+        redirect_allowed = await self.allow_next(next_url)
         try:
             session = await users.login(s.db, s.clock, s.settings.user_token_ttl, form.get("email", ""),
                                         form.get("password", ""))
@@ -156,7 +211,17 @@ class LoginPage(PageHandler):
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320])
             return
         self.start_session(session.token)
-        self.redirect(next_url, status=303)
+        if redirect_allowed:
+            self.redirect(next_url, status=303)
+        else:
+            self.continue_page(next_url, "Signed in", "Continue to the app that sent you here.")
+
+    async def allow_next(self, next_url: str) -> bool:
+        """When `next` is an authorization request of a known client and one of its redirect URIs,
+        the sign-in may end at that URI (POST /login, 303 /oauth/, 302 client): allow it in
+        `form-action`. False when a redirect chain cannot reach that URI (see allow_form_to)."""
+        redirect_uri = await authorize.redirect_uri_of(self.services.db, next_url)
+        return redirect_uri is None or self.allow_form_to(redirect_uri)
 
 
 class LogoutPage(PageHandler):

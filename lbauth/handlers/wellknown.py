@@ -1,44 +1,62 @@
-"""Discovery documents: JWKS (RFC 7517) and authorization server metadata (RFC 8414)."""
+"""Discovery documents: JWKS (RFC 7517) and authorization server metadata (RFC 8414), both open
+to browser clients of any origin (contract 11)."""
 
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 
+from lbauth import verify
 from lbauth.core import scopes
-from lbauth.handlers.base import BaseHandler
+from lbauth.errors import NotFound
+from lbauth.handlers.base import CorsHandler
 from lbauth.settings import Settings
 
 _PUBLIC_CACHE = "public, max-age=300"
 
 
+_CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+
+
 def metadata(settings: Settings) -> dict:
-    """RFC 8414 section 2, for the endpoints this server has."""
+    """RFC 8414 section 2: every field of contract 8 for what this server has today."""
     base, pages = settings.base_url, settings.auth_url
     return {
-        "issuer": settings.issuer,
+        "issuer": settings.issuer,  # byte for byte (contract 1)
         "authorization_endpoint": f"{pages}/oauth/",
         "token_endpoint": f"{base}/oauth/token",
         "jwks_uri": f"{base}/.well-known/jwks.json",
+        "revocation_endpoint": f"{base}/oauth/revoke",
+        "introspection_endpoint": f"{base}/oauth/introspect",
         "scopes_supported": list(scopes.ALL),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "revocation_endpoint": f"{base}/oauth/revoke",
-        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "introspection_endpoint": f"{base}/oauth/introspect",
-        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        "introspection_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        # RFC 9101 10.5: no request objects, by value or by reference
+        "request_parameter_supported": False,
+        "request_uri_parameter_supported": False,
+        # RFC 9207 3: every redirect to a client carries `iss`
+        "authorization_response_iss_parameter_supported": True,
         # lbauth's own: the revocation check-list feed that offline verifiers poll (contract 7, 9)
         "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
-        "code_challenge_methods_supported": ["S256"],
     }
 
 
-class JwksHandler(BaseHandler):
+def metadata_path(issuer: str) -> str:
+    """Where RFC 8414 3.1 puts the document, as lbauth.verify looks for it (`https://h/tenant` ->
+    `/.well-known/oauth-authorization-server/tenant`)."""
+    return urlsplit(verify.metadata_url(issuer)).path
+
+
+class JwksHandler(CorsHandler):
     """GET /.well-known/jwks.json: every key that may still verify a live token."""
 
     def set_default_headers(self) -> None:
-        self.set_header("X-Content-Type-Options", "nosniff")
+        super().set_default_headers()
         self.set_header("Cache-Control", _PUBLIC_CACHE)
 
     def get(self) -> None:
@@ -46,12 +64,22 @@ class JwksHandler(BaseHandler):
         self.finish(json.dumps(self.services.keyring.jwks, separators=(",", ":")))
 
 
-class MetadataHandler(BaseHandler):
+class MetadataHandler(CorsHandler):
     """GET /.well-known/oauth-authorization-server."""
 
     def set_default_headers(self) -> None:
-        self.set_header("X-Content-Type-Options", "nosniff")
+        super().set_default_headers()
         self.set_header("Cache-Control", _PUBLIC_CACHE)
 
     def get(self) -> None:
         self.send_json(metadata(self.services.settings))
+
+
+class IssuerPathMetadataHandler(MetadataHandler):
+    """GET /.well-known/oauth-authorization-server/{issuer path}: the RFC 8414 3.1 location of
+    the document when LBAUTH_ISSUER has a path; any other path is not found."""
+
+    def get(self, _issuer_path: str) -> None:
+        if self.request.path != metadata_path(self.services.settings.issuer):
+            raise NotFound()
+        super().get()

@@ -21,6 +21,16 @@ def asyncpg_dsn(database_url: str) -> str:
     return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+async def close_quietly(conn: asyncpg.Connection) -> None:
+    """Close politely (a terminated connection leaves a future nobody reads); terminate if stuck."""
+    if conn.is_closed():
+        return
+    try:
+        await asyncio.wait_for(conn.close(), 1)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        conn.terminate()
+
+
 class Listener:
     def __init__(self, database_url: str, channel: str, on_notify: Callable[[], Awaitable[object]]) -> None:
         self.dsn = asyncpg_dsn(database_url)
@@ -50,18 +60,8 @@ class Listener:
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("LISTEN %s failed: %s", self.channel, type(exc).__name__)
             finally:
-                await self._close(conn)
+                await close_quietly(conn)
             await asyncio.sleep(RECONNECT_SECONDS)
-
-    @staticmethod
-    async def _close(conn: asyncpg.Connection) -> None:
-        """Close politely (a terminated connection leaves a future nobody reads); terminate if stuck."""
-        if conn.is_closed():
-            return
-        try:
-            await asyncio.wait_for(conn.close(), 1)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
-            conn.terminate()
 
     def _notified(self, *_args: object) -> None:
         """A burst of notifications becomes one read, plus one more if more came meanwhile."""

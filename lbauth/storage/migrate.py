@@ -32,7 +32,9 @@ def _config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(_config()).get_current_head()
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head is not None  # migrations/versions is never empty
+    return head
 
 
 def _current(connection: Connection) -> str | None:
@@ -50,7 +52,9 @@ async def upgrade(db: Database) -> tuple[str | None, str]:
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
         before = _current(connection)
         command.upgrade(_config(connection), "head")
-        return before, _current(connection)
+        after = _current(connection)
+        assert after is not None  # upgraded to the head revision
+        return before, after
     return await db.transaction(work)
 
 

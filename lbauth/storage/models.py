@@ -7,7 +7,7 @@ be read back (webhook secrets, private signing keys) only sealed under the maste
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -17,6 +17,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     text,
 )
@@ -203,14 +204,18 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-users = User.__table__
-user_tokens = UserToken.__table__
-apps = App.__table__
-subjects = Subject.__table__
-grants = Grant.__table__
-authorization_codes = AuthorizationCode.__table__
-refresh_tokens = RefreshToken.__table__
-signing_keys = SigningKey.__table__
-revocations = Revocation.__table__
-webhook_events = WebhookEvent.__table__
-webhook_attempts = WebhookAttempt.__table__
+def _table(model: type[Base]) -> Table:
+    return cast(Table, model.__table__)
+
+
+users = _table(User)
+user_tokens = _table(UserToken)
+apps = _table(App)
+subjects = _table(Subject)
+grants = _table(Grant)
+authorization_codes = _table(AuthorizationCode)
+refresh_tokens = _table(RefreshToken)
+signing_keys = _table(SigningKey)
+revocations = _table(Revocation)
+webhook_events = _table(WebhookEvent)
+webhook_attempts = _table(WebhookAttempt)

@@ -2,28 +2,50 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from lbauth.storage.models import apps, users
+from lbauth.storage.records import App, AppChanges
+from lbauth.storage.repo import shaped
 
-_WITH_OWNER = select(apps, users.c.email.label("owner_email")).join(users, users.c.id == apps.c.owner_id)
+_WITH_OWNER = shaped(App, select(apps, users.c.email.label("owner_email"))
+                     .join(users, users.c.id == apps.c.owner_id))
 _BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  # built once: see repo/codes.py
 
 
-def insert_app(conn: Connection, **values: object) -> None:
-    conn.execute(insert(apps).values(**values))
+def insert_app(conn: Connection, *, app_id: str, client_id: str, name: str, owner_id: str, client_secret_hash: str,
+               redirect_uris: list[str], scopes: list[str], webhook_url: str | None, webhook_secret_sealed: str,
+               now: int) -> None:
+    conn.execute(insert(apps).values(
+        id=app_id, client_id=client_id, name=name, owner_id=owner_id, client_secret_hash=client_secret_hash,
+        redirect_uris=redirect_uris, scopes=scopes, webhook_url=webhook_url,
+        webhook_secret_sealed=webhook_secret_sealed, created_at=now, updated_at=now))
 
 
-def by_client_id(conn: Connection, client_id: str) -> Row | None:
-    return conn.execute(_BY_CLIENT_ID, {"client_id": client_id}).first()
+def by_client_id(conn: Connection, client_id: str) -> App | None:
+    row = conn.execute(_BY_CLIENT_ID, {"client_id": client_id}).first()
+    return App(*row) if row is not None else None
 
 
-def all_apps(conn: Connection, owner_id: str | None = None) -> list[Row]:
+def all_apps(conn: Connection, owner_id: str | None = None) -> list[App]:
     query = _WITH_OWNER.order_by(apps.c.created_at, apps.c.id)
     if owner_id is not None:
         query = query.where(apps.c.owner_id == owner_id)
-    return list(conn.execute(query))
+    return [App(*row) for row in conn.execute(query)]
 
 
-def update_app(conn: Connection, app_id: str, **values: object) -> None:
-    conn.execute(update(apps).where(apps.c.id == app_id).values(**values))
+def update_app(conn: Connection, app_id: str, changes: AppChanges, now: int) -> None:
+    """Write the changed settings, and `updated_at`; nothing at all when nothing changed."""
+    columns = changes.columns()
+    if columns:
+        conn.execute(update(apps).where(apps.c.id == app_id).values(updated_at=now, **columns))
+
+
+def webhook_secrets(conn: Connection) -> list[tuple[str, str]]:
+    """(app id, sealed webhook secret) of every app, for master key rotation (core/crypto/reseal.py)."""
+    return [(app_id, sealed) for app_id, sealed in conn.execute(select(apps.c.id, apps.c.webhook_secret_sealed))]
+
+
+def reseal_webhook_secret(conn: Connection, app_id: str, sealed: str) -> None:
+    """The same secret sealed anew: `updated_at` stays, since no setting changed."""
+    conn.execute(update(apps).where(apps.c.id == app_id).values(webhook_secret_sealed=sealed))

@@ -6,10 +6,12 @@ compiled form without rebuilding the expression on every request (docs/performan
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Connection, Row, String, bindparam, insert, literal_column, select, update
+from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, update
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects
 from lbauth.storage.models import authorization_codes as codes
+from lbauth.storage.records import ClaimedCode, Code, CodeGrant
+from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
 # Typed: PostgreSQL must know their types where they feed an INSERT ... SELECT.
@@ -24,17 +26,19 @@ _CLIENT = (select(apps.c.id)
 # Of any number of concurrent claims exactly one matches `used_at IS NULL` (STYLE habit 5);
 # nothing is consumed when a check fails. The client's credentials are matched here too, by
 # digest, like the code itself: a wrong secret claims nothing.
-_CLAIM = (update(codes)
-          .where(codes.c.code_hash == _CODE_HASH, codes.c.app_id == _CLIENT, codes.c.redirect_uri == _REDIRECT_URI,
-                 codes.c.code_challenge.is_not_distinct_from(_CHALLENGE), codes.c.used_at.is_(None),
-                 codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
-          .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
-          .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes))
+_CLAIM = shaped(ClaimedCode,
+                update(codes)
+                .where(codes.c.code_hash == _CODE_HASH, codes.c.app_id == _CLIENT,
+                       codes.c.redirect_uri == _REDIRECT_URI, codes.c.code_challenge.is_not_distinct_from(_CHALLENGE),
+                       codes.c.used_at.is_(None), codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
+                .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
+                .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes))
 
 # PostgreSQL: claim and store the refresh token in one statement (a data-modifying CTE), one
 # round trip. SQLite has no data-modifying CTEs: there the claim's RETURNING row feeds an insert.
 _CLAIMED = _CLAIM.cte("claimed")
-_REDEEM_IN_ONE = (
+_REDEEM_IN_ONE = shaped(
+    ClaimedCode,
     insert(refresh_tokens)
     .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
                   "expires_at"],
@@ -46,7 +50,8 @@ _REDEEM_IN_ONE = (
                refresh_tokens.c.scopes))
 _STORE = insert(refresh_tokens)
 
-_FROM_GRANT = (
+_FROM_GRANT = shaped(
+    CodeGrant,
     insert(codes)
     .from_select(["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
                   "created_at", "expires_at"],
@@ -63,37 +68,48 @@ _FROM_GRANT = (
         "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes")))
 
 
-def insert_code(conn: Connection, **values: object) -> None:
-    conn.execute(insert(codes).values(**values))
+def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
+                redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int) -> None:
+    conn.execute(insert(codes).values(code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
+                                      redirect_uri=redirect_uri, scopes=scopes, code_challenge=code_challenge,
+                                      created_at=now, expires_at=expires_at))
 
 
-def insert_from_live_grant(conn: Connection, **values: object) -> Row | None:
+def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
+                           scopes: list[str], challenge: str | None, now: int, expires_at: int) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one)."""
-    return conn.execute(_FROM_GRANT, {f"p_{k}": v for k, v in values.items()}).first()
+    row = conn.execute(_FROM_GRANT, {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash,
+                                     "p_redirect_uri": redirect_uri, "p_scopes": scopes, "p_challenge": challenge,
+                                     "p_now": now, "p_expires_at": expires_at}).first()
+    return CodeGrant(*row) if row is not None else None
 
 
 def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
            challenge: str | None, now: int, access_jti: str, refresh_hash: str,
-           refresh_expires_at: int) -> Row | None:
+           refresh_expires_at: int) -> ClaimedCode | None:
     """Claim the code and store its refresh token, if and only if the client, the redirect URI,
-    the PKCE challenge and the code's state are all right: (app_id, user_id, grant_id, asu,
-    scopes), or None, having changed nothing."""
+    the PKCE challenge and the code's state are all right: what the code was issued for, or None,
+    having changed nothing."""
     params = {"p_code_hash": code_hash, "p_client_id": client_id, "p_client_secret_hash": client_secret_hash,
               "p_redirect_uri": redirect_uri, "p_challenge": challenge, "p_now": now, "p_access_jti": access_jti,
               "p_refresh_hash": refresh_hash, "p_refresh_expires_at": refresh_expires_at}
     if conn.dialect.name == "postgresql":
-        return conn.execute(_REDEEM_IN_ONE, params).first()
-    claimed = conn.execute(_CLAIM, params).first()
-    if claimed is not None:
-        conn.execute(_STORE, {"token_hash": refresh_hash, "app_id": claimed.app_id, "user_id": claimed.user_id,
-                              "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
-                              "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at})
+        row = conn.execute(_REDEEM_IN_ONE, params).first()
+        return ClaimedCode(*row) if row is not None else None
+    row = conn.execute(_CLAIM, params).first()
+    if row is None:
+        return None
+    claimed = ClaimedCode(*row)
+    conn.execute(_STORE, {"token_hash": refresh_hash, "app_id": claimed.app_id, "user_id": claimed.user_id,
+                          "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
+                          "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at})
     return claimed
 
 
-def by_hash(conn: Connection, code_hash: str) -> Row | None:
-    return conn.execute(select(codes).where(codes.c.code_hash == code_hash)).first()
+def by_hash(conn: Connection, code_hash: str) -> Code | None:
+    row = conn.execute(select(codes).where(codes.c.code_hash == code_hash)).first()
+    return Code(*row) if row is not None else None
 
 
 def revoke_for_grant(conn: Connection, grant_id: str, now: int) -> None:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from lbauth.storage.models import apps, grants, subjects
+from lbauth.storage.records import Grant, UserGrant
+from lbauth.storage.repo import duplicate_refused, shaped
+
+_LIVE = shaped(Grant, select(grants, subjects.c.asu)
+               .outerjoin(subjects, (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
+               .where(grants.c.revoked_at.is_(None)))
+_OF_USER = shaped(UserGrant, select(grants, apps.c.client_id, apps.c.name.label("app_name"))
+                  .join(apps, apps.c.id == grants.c.app_id)
+                  .where(grants.c.revoked_at.is_(None))
+                  .order_by(grants.c.created_at))
 
 
-def live_grant(conn: Connection, user_id: str, app_id: str) -> Row | None:
+def live_grant(conn: Connection, user_id: str, app_id: str) -> Grant | None:
     """The live grant and the app-scoped id of (user, app), in one statement."""
-    query = (select(grants, subjects.c.asu)
-             .outerjoin(subjects, (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
-             .where(grants.c.user_id == user_id, grants.c.app_id == app_id, grants.c.revoked_at.is_(None)))
-    return conn.execute(query).first()
+    row = conn.execute(_LIVE.where(grants.c.user_id == user_id, grants.c.app_id == app_id)).first()
+    return Grant(*row) if row is not None else None
 
 
 def subject(conn: Connection, user_id: str, app_id: str) -> str | None:
@@ -20,24 +28,25 @@ def subject(conn: Connection, user_id: str, app_id: str) -> str | None:
                                                      subjects.c.app_id == app_id)).scalar()
 
 
-def insert_subject(conn: Connection, **values: object) -> None:
-    conn.execute(insert(subjects).values(**values))
+def insert_subject(conn: Connection, *, app_id: str, user_id: str, asu: str, now: int) -> None:
+    """Raises Duplicate when a concurrent approval made the (app, user) id first."""
+    with duplicate_refused("subject"):
+        conn.execute(insert(subjects).values(app_id=app_id, user_id=user_id, asu=asu, created_at=now))
 
 
-def insert_grant(conn: Connection, **values: object) -> None:
-    conn.execute(insert(grants).values(**values))
+def insert_grant(conn: Connection, *, grant_id: str, app_id: str, user_id: str, scopes: list[str], now: int) -> None:
+    """Raises Duplicate when a concurrent approval made the live grant of (user, app) first."""
+    with duplicate_refused("grant"):
+        conn.execute(insert(grants).values(id=grant_id, app_id=app_id, user_id=user_id, scopes=scopes,
+                                           created_at=now, updated_at=now))
 
 
 def set_scopes(conn: Connection, grant_id: str, scopes: list[str], now: int) -> None:
     conn.execute(update(grants).where(grants.c.id == grant_id).values(scopes=scopes, updated_at=now))
 
 
-def live_grants_of_user(conn: Connection, user_id: str) -> list[Row]:
-    query = (select(grants, apps.c.client_id, apps.c.name.label("app_name"))
-             .join(apps, apps.c.id == grants.c.app_id)
-             .where(grants.c.user_id == user_id, grants.c.revoked_at.is_(None))
-             .order_by(grants.c.created_at))
-    return list(conn.execute(query))
+def live_grants_of_user(conn: Connection, user_id: str) -> list[UserGrant]:
+    return [UserGrant(*row) for row in conn.execute(_OF_USER.where(grants.c.user_id == user_id))]
 
 
 def revoke_grant(conn: Connection, grant_id: str, now: int) -> bool:

@@ -4,20 +4,28 @@ The check-list (lbauth.verify.CheckList) holds grant ids and access-token ids wh
 refused although their signatures are good. Each entry lives until the longest-lived access token
 it could cover has expired. Every process keeps the list in memory and learns new entries from the
 `revocations` table by cursor, so checking a token costs two dict look-ups and no I/O.
+
+A process that has not caught up with that table for FRESH_SECONDS cannot know what was revoked
+meanwhile, so the endpoints that accept access tokens fail closed (503) until it has (contract
+section 7; `ServerCheckList.fresh`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
+import time
 from typing import Any
-
-from sqlalchemy import Connection, Row, text
 
 from lbauth import errors
 from lbauth.clock import Clock, iso
-from lbauth.core import opaque, outbox
+from lbauth.core.clients import outbox
+from lbauth.core.crypto import opaque
+from lbauth.storage import Connection
 from lbauth.storage.db import Database
+from lbauth.storage.records import App
+from lbauth.storage.records import Revocation as StoredEntry
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -25,65 +33,78 @@ from lbauth.storage.repo import revocations as repo
 from lbauth.storage.repo import tokens as tokens_repo
 from lbauth.verify import MAX_LEEWAY, CheckList, Entry, TokenError, decode_access_token
 
-NOTIFY_CHANNEL = "lbauth_revocations"
 # An entry outlives the tokens it covers by the most clock leeway a verifier may allow (60 s), so
 # no revoked token passes an offline check in that margin.
 KEEP_PAST_EXPIRY = MAX_LEEWAY
 POLL_AFTER_SECONDS = 2
+FRESH_SECONDS = 5  # contract section 7: not heard from the database for this long, fail closed
 
 
-def _entry(row: Row) -> Entry:
-    return Entry(row.id, row.grant_id, row.jti, row.revoked_at, row.expires_at)
+class ServerCheckList(CheckList):
+    """A server process's check-list, and when it last caught up with the stored one.
+
+    Its age is measured on the machine's monotonic clock, not on the process's `Clock` (which the
+    tests freeze and move to expire tokens): it is about how long the process has been cut off."""
+
+    def __init__(self, max_age: float | None = FRESH_SECONDS) -> None:
+        super().__init__()
+        self.max_age = max_age  # None: never stale (a test server with its periodic jobs stopped)
+        self.caught_up_at = -math.inf
+
+    def caught_up(self, as_of: float) -> None:
+        """Everything stored before monotonic time `as_of` is known here."""
+        self.caught_up_at = max(self.caught_up_at, as_of)
+
+    def fresh(self) -> bool:
+        return self.max_age is None or time.monotonic() - self.caught_up_at < self.max_age
+
+
+def _entry(stored: StoredEntry) -> Entry:
+    return Entry(stored.id, stored.grant_id, stored.jti, stored.revoked_at, stored.expires_at)
 
 
 async def refresh_checklist(db: Database, clock: Clock, checklist: CheckList) -> int:
-    """Read what was added to the stored check-list since this process last looked."""
-    added = 0
+    """Read what was added to the stored check-list since this process last looked. The read goes
+    ahead of the requests waiting for a database connection: a busy process must not fall behind
+    on revocations, nor look cut off (see ServerCheckList)."""
+    added, started = 0, time.monotonic()
     while True:
-        rows = await db.read(repo.since, checklist.cursor, int(clock.now()))
+        rows = await db.read(repo.since, checklist.cursor, int(clock.now()), first=True)
         checklist.add(_entry(r) for r in rows)
         added += len(rows)
         if len(rows) < repo.PAGE:
+            if isinstance(checklist, ServerCheckList):
+                checklist.caught_up(started)
             return added
-
-
-def notify(conn: Connection) -> None:
-    """Wake every process's listener when this transaction commits (PostgreSQL LISTEN/NOTIFY)."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": NOTIFY_CHANNEL})
 
 
 # ---- users revoking an app (contract section 7) --------------------------------------------------------
 
-async def list_authorizations(db: Database, user_id: str) -> list[dict]:
-    return [{"appId": row.app_id, "clientId": row.client_id, "appName": row.app_name, "scopes": list(row.scopes),
-             "grantedAt": iso(row.created_at)} for row in await db.read(grants_repo.live_grants_of_user, user_id)]
+async def list_authorizations(db: Database, user_id: str) -> list[dict[str, Any]]:
+    return [{"appId": g.app_id, "clientId": g.client_id, "appName": g.app_name, "scopes": list(g.scopes),
+             "grantedAt": iso(g.created_at)} for g in await db.read(grants_repo.live_grants_of_user, user_id)]
 
 
 async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList, *, user_id: str, client_id: str,
-                               access_ttl: int) -> dict:
-    """In one transaction: the grant, its refresh tokens and open codes revoked, its id on the
-    check-list until every access token it issued has expired, the event in the webhook outbox.
-
-    The codes go first: on PostgreSQL (read committed) each statement sees what committed before
-    it, and an exchange that claimed a code just before would otherwise store its refresh token
-    after the refresh tokens were revoked: a live refresh token under a revoked grant (the crash
-    test found it). Revoking the open codes locks them, so an exchange under way finishes first and
-    its refresh token is then revoked with the others, and a later one claims nothing."""
+                               access_ttl: int) -> dict[str, Any]:
+    """In one transaction: the grant, its open codes (first) and refresh tokens revoked, its id on
+    the check-list until its access tokens expire, the event in the webhook outbox. The order:
+    docs/architecture.md, "Revocation races"."""
     now = int(clock.now())
 
-    def work(conn: Connection) -> tuple[dict, str]:
+    def work(conn: Connection) -> tuple[dict[str, Any], str]:
         app = apps_repo.by_client_id(conn, client_id) if isinstance(client_id, str) else None
         grant = grants_repo.live_grant(conn, user_id, app.id) if app is not None else None
-        if grant is None or not grants_repo.revoke_grant(conn, grant.id, now):
+        if app is None or grant is None or not grants_repo.revoke_grant(conn, grant.id, now):
             raise errors.AuthorizationNotFound()
         codes_repo.revoke_for_grant(conn, grant.id, now)
         tokens_repo.revoke_for_grant(conn, grant.id, now)
         repo.insert_revocation(conn, grant_id=grant.id, revoked_at=now, expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
+        assert grant.asu is not None  # a grant's subject is made with it (authorize._issue)
         event_id = outbox.write_event(conn, app_id=app.id, asu=grant.asu, reason=outbox.USER_REVOKED, now=now,
                                       deliverable=app.webhook_url is not None)
         _cover_until_now(conn, clock, grant.id, now, access_ttl)
-        notify(conn)
+        repo.notify(conn)
         return {"clientId": client_id, "revokedAt": iso(now), "eventId": event_id}, grant.id
     result, grant_id = await db.transaction(work)
     await cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)
@@ -102,26 +123,24 @@ def _cover_until_now(conn: Connection, clock: Clock, grant_id: str, revoked_at: 
 
 async def cover_racing_tokens(db: Database, clock: Clock, checklist: CheckList, grant_id: str, revoked_at: int,
                               access_ttl: int) -> None:
-    """After a grant's entry committed: learn it, and, when the clock has passed the entry's
-    second since, add one at the current second. A token is stamped with the time its request
-    started (tokens.py), before the database read that found its code or refresh token live; a read
-    that raced this revocation started before the commit, so its tokens are covered by this entry
-    too, even if they were minted, here or in another process, seconds later."""
+    """After a grant's entry committed: learn it and, if the clock has moved past its second, add
+    one at the current second, covering tokens minted from reads that raced the revocation
+    (docs/architecture.md, "Revocation races")."""
     await refresh_checklist(db, clock, checklist)
     later = int(clock.now())
     if later > (checklist.grant_revoked_at(grant_id) or revoked_at):
         def work(conn: Connection) -> None:
             repo.insert_revocation(conn, grant_id=grant_id, revoked_at=later,
                                    expires_at=later + access_ttl + KEEP_PAST_EXPIRY)
-            notify(conn)
+            repo.notify(conn)
         await db.transaction(work)
         await refresh_checklist(db, clock, checklist)
 
 
 # ---- RFC 7009 and RFC 7662, for clients -----------------------------------------------------------------
 
-async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: dict, *, app: Row, token: str,
-                       issuer: str, audience: str, access_ttl: int) -> None:
+async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: dict[str, Any], *, app: App,
+                       token: str, issuer: str, audience: str, access_ttl: int) -> None:
     """RFC 7009 2.1. A refresh token is revoked with every access token of its grant issued so far
     (2.1: "SHOULD also invalidate all access tokens based on the same authorization grant"); an
     access token, by its jti. Unknown or expired tokens are not an error (2.2)."""
@@ -136,14 +155,14 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
             repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
                                    expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
             _cover_until_now(conn, clock, row.grant_id, now, access_ttl)
-            notify(conn)
+            repo.notify(conn)
             return row.grant_id
         claims = _claims(token, keys, issuer, audience, now)
         if claims is None or claims["client_id"] != app.client_id:
             return False
         repo.insert_revocation(conn, jti=claims["jti"], revoked_at=now,
                                expires_at=int(claims["exp"]) + KEEP_PAST_EXPIRY)
-        notify(conn)
+        repo.notify(conn)
         return True
     revoked = await db.transaction(work)
     if isinstance(revoked, str):  # a refresh token: its grant's entry
@@ -152,14 +171,14 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
         await refresh_checklist(db, clock, checklist)
 
 
-def _claims(token: str, keys: dict, issuer: str, audience: str, now: int) -> dict[str, Any] | None:
+def _claims(token: str, keys: dict[str, Any], issuer: str, audience: str, now: int) -> dict[str, Any] | None:
     try:
         return decode_access_token(token, keys, issuer=issuer, audience=audience, now=now, leeway=0)
     except TokenError:
         return None
 
 
-async def introspect(db: Database, clock: Clock, keys: dict, *, app: Row, token: str, issuer: str,
+async def introspect(db: Database, clock: Clock, keys: dict[str, Any], *, app: App, token: str, issuer: str,
                      audience: str) -> dict[str, Any]:
     """RFC 7662 2.2. Reads the database, so a revocation made by any process shows at once. A
     client learns only about its own tokens: anything else is {"active": false}."""
@@ -169,7 +188,8 @@ async def introspect(db: Database, clock: Clock, keys: dict, *, app: Row, token:
         row = await db.read(tokens_repo.by_hash, opaque.digest(token))
         if row is None or row.app_id != app.id or row.revoked_at is not None or row.expires_at <= now:
             return inactive
-        return {"active": True, "token_type": "refresh_token", "client_id": app.client_id, "sub": row.user_id,
+        # No token_type: RFC 7662 2.2 names access-token types there (contract 7).
+        return {"active": True, "client_id": app.client_id, "sub": row.user_id,
                 "scope": " ".join(row.scopes), "iat": row.created_at, "exp": row.expires_at, "iss": issuer}
     claims = _claims(token, keys, issuer, audience, now)
     if claims is None or claims["client_id"] != app.client_id:

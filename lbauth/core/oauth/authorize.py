@@ -2,7 +2,7 @@
 
 1. validate the request: a bad client or redirect URI is fatal and never redirected to
    (`ApplicationNotFound`, `RedirectUriMismatch`); once the redirect URI is known good, every
-   other failure is an `AuthorizationRedirect` carrying `error`, `error_description`, `state`;
+   other failure is an `AuthorizationRedirect` wrapping the error, with the request's `state`;
 2. after consent, `issue_code` creates or extends the user's grant and issues a single-use code.
 """
 
@@ -12,14 +12,23 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import Connection, Row
-from sqlalchemy.exc import IntegrityError
+from urllib.parse import parse_qs, urlsplit
 
 from lbauth.clock import Clock
-from lbauth.core import opaque, scopes, urls
-from lbauth.errors import ApplicationNotFound, RedirectUriMismatch, ScopeInvalid, ValidationFailed
+from lbauth.core import scopes, urls
+from lbauth.core.crypto import opaque
+from lbauth.errors import (
+    ApplicationNotFound,
+    AuthorizationRedirect,
+    LbauthError,
+    RedirectUriMismatch,
+    ResponseTypeUnsupported,
+    ScopeInvalid,
+    ValidationFailed,
+)
+from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
+from lbauth.storage.records import App
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -31,7 +40,7 @@ MAX_STATE_LENGTH = 1024
 @dataclass(frozen=True)
 class AuthorizationRequest:
     """A validated request: what the consent page shows and what the code will remember."""
-    app: Row
+    app: App
     redirect_uri: str
     scopes: tuple[str, ...]
     state: str | None
@@ -39,19 +48,17 @@ class AuthorizationRequest:
 
     @property
     def to_own_device(self) -> bool:
-        """The redirect goes to a program on the user's own device (the localhost rule)."""
-        return self.redirect_uri not in self.app.redirect_uris and urls.is_loopback_redirect(self.redirect_uri)
+        """The redirect goes to a program on the user's own device (a loopback URI)."""
+        return urls.goes_to_this_device(self.redirect_uri)
+
+    @property
+    def unregistered_loopback(self) -> bool:
+        """Admitted by the localhost rule alone: always shown the consent page (contract 5), since
+        anything on the device may listen there."""
+        return not urls.is_registered(self.redirect_uri, list(self.app.redirect_uris))
 
 
-class AuthorizationRedirect(Exception):
-    """An error the client learns at its redirect URI (RFC 6749 4.1.2.1)."""
-
-    def __init__(self, error: str, description: str, redirect_uri: str, state: str | None) -> None:
-        super().__init__(description)
-        self.error, self.description, self.redirect_uri, self.state = error, description, redirect_uri, state
-
-
-async def load_client(db: Database, client_id: Any, redirect_uri: Any) -> Row:
+async def load_client(db: Database, client_id: Any, redirect_uri: Any) -> App:
     """Phase 1a: the app and a redirect URI it may use, or a fatal error."""
     if not isinstance(client_id, str) or not client_id:
         raise ValidationFailed("Field required: client_id")
@@ -63,46 +70,66 @@ async def load_client(db: Database, client_id: Any, redirect_uri: Any) -> Row:
     return app
 
 
-def check_front_channel(app: Row, params: Mapping[str, Sequence[str]]) -> AuthorizationRequest:
+async def redirect_uri_of(db: Database, target: str) -> str | None:
+    """The redirect URI that a path on this server (a sign-in page's `next`) leads to: for
+    `/oauth/?...` with a known client and a redirect URI it may use, that URI; otherwise None, so
+    that an attacker-chosen `next` earns no origin in a page's `form-action` (contract 5)."""
+    parts = urlsplit(target)
+    if parts.path not in ("/oauth", "/oauth/"):
+        return None
+    params = parse_qs(parts.query, keep_blank_values=True)
+    client_ids, redirect_uris = params.get("client_id", []), params.get("redirect_uri", [])
+    if len(client_ids) != 1 or len(redirect_uris) != 1 or "\x00" in client_ids[0] + redirect_uris[0]:
+        return None
+    try:
+        await load_client(db, client_ids[0], redirect_uris[0])
+    except (ApplicationNotFound, RedirectUriMismatch, ValidationFailed):
+        return None
+    return redirect_uris[0]
+
+
+def check_front_channel(app: App, params: Mapping[str, Sequence[str]]) -> AuthorizationRequest:
     """Phase 1b for GET {auth_url}/oauth/: every parameter once; response_type, state, scope, PKCE.
-    `params` maps each name to all the values sent (so repeats can be seen)."""
+    `params` maps each name to all the values sent (so repeats can be seen). The redirect URI is
+    known good here: every error is an AuthorizationRedirect (RFC 6749 4.1.2.1)."""
     redirect_uri = params["redirect_uri"][0]
     states = params.get("state", [])
-    state = states[0] if len(states) == 1 else None
+    state = states[0] if len(states) == 1 and states[0] else None  # empty: omitted (RFC 6749 3.1)
+    try:
+        return _front_channel_request(app, params, redirect_uri, state)
+    except LbauthError as error:
+        if not error.redirectable:
+            raise
+        raise AuthorizationRedirect(error, redirect_uri, state) from None
 
-    def fail(error: str, description: str) -> AuthorizationRedirect:
-        return AuthorizationRedirect(error, description, redirect_uri, state)
 
+def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redirect_uri: str,
+                           state: str | None) -> AuthorizationRequest:
     repeated = sorted(name for name, values in params.items() if len(values) > 1)
     if repeated:
-        raise fail("invalid_request", f"Parameter sent more than once: {repeated[0][:40]}")
+        raise ValidationFailed(f"Parameter sent more than once: {repeated[0][:40]}")
     response_type = _one(params, "response_type")
     if not response_type:
-        raise fail("invalid_request", "response_type is required")
+        raise ValidationFailed("response_type is required")
     if response_type != "code":
-        raise fail("unsupported_response_type", "Only response_type=code is supported")
-    if not state:
-        raise fail("invalid_request", "state is required")
-    if len(state) > MAX_STATE_LENGTH:
-        raise fail("invalid_request", f"state must be at most {MAX_STATE_LENGTH} characters")
+        raise ResponseTypeUnsupported()
+    if not state and not _one(params, "code_challenge"):
+        # Contract 5: with a PKCE challenge, state may be left out (OAuth 2.1 4.1.1); PKCE is then
+        # the client's CSRF protection.
+        raise ValidationFailed("state is required (or a PKCE code_challenge)")
+    if state and len(state) > MAX_STATE_LENGTH:
+        raise ValidationFailed(f"state must be at most {MAX_STATE_LENGTH} characters")
     scope = _one(params, "scope")
-    try:
-        requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
-        _check_allowed(app, requested)
-    except ScopeInvalid as exc:
-        raise fail("invalid_scope", exc.message) from None
-    try:
-        challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"))
-    except ValidationFailed as exc:
-        raise fail("invalid_request", exc.message) from None
+    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
+    _check_allowed(app, requested)
+    challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"))
     return AuthorizationRequest(app, redirect_uri, requested, state, challenge)
 
 
-def check_api_request(app: Row, redirect_uri: str, scope: Any, state: Any, challenge: Any,
+def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, challenge: Any,
                       method: Any) -> AuthorizationRequest:
-    """Phase 1b for POST /api/oauth/authorize/external (spec 4.2): errors are envelopes."""
-    if isinstance(scope, str):
-        scope = scope.split()
+    """Phase 1b for POST /api/oauth/authorize/external (spec 4.2): errors are envelopes. `scope` is
+    a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5)."""
     if not isinstance(scope, list) or not all(isinstance(s, str) for s in scope):
         raise ValidationFailed("scope must be an array of strings")
     requested = scopes.validate(scope)
@@ -122,7 +149,7 @@ def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
-def _check_allowed(app: Row, requested: tuple[str, ...]) -> None:
+def _check_allowed(app: App, requested: tuple[str, ...]) -> None:
     if not requested:
         raise ScopeInvalid("At least one scope is required.")
     refused = [s for s in requested if s not in app.scopes]
@@ -152,10 +179,10 @@ async def grant_covers(db: Database, user_id: str, request: AuthorizationRequest
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
            ttl: int) -> None:
     app_id = request.app.id
-    code = {"code_hash": code_hash, "redirect_uri": request.redirect_uri, "scopes": list(request.scopes),
-            "challenge": request.code_challenge, "now": now, "expires_at": now + ttl}
     # Usually the user already has a live grant: the code is issued under it in one statement.
-    issued = codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=app_id, **code)
+    issued = codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=app_id, code_hash=code_hash,
+                                               redirect_uri=request.redirect_uri, scopes=list(request.scopes),
+                                               challenge=request.code_challenge, now=now, expires_at=now + ttl)
     if issued is not None:
         held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
@@ -163,15 +190,15 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
             grants_repo.set_scopes(conn, issued.grant_id, union, now)
         return
     grant_id = opaque.new_id("gnt_")
-    grants_repo.insert_grant(conn, id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
-                             created_at=now, updated_at=now)
+    grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
+                             now=now)
     asu = grants_repo.subject(conn, user_id, app_id)
     if asu is None:  # created once per (app, user), never changed
         asu = opaque.new_id("asu_")
-        grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, created_at=now)
+        grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, now=now)
     codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                            redirect_uri=request.redirect_uri, scopes=list(request.scopes),
-                           code_challenge=request.code_challenge, created_at=now, expires_at=now + ttl)
+                           code_challenge=request.code_challenge, now=now, expires_at=now + ttl)
 
 
 async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int) -> str:
@@ -181,7 +208,7 @@ async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, 
         try:
             await db.transaction(_issue, request, user_id, opaque.digest(code), int(clock.now()), ttl)
             return code
-        except IntegrityError:
+        except Duplicate:
             # A concurrent approval created the grant or subject first: run again and extend it.
             if attempt == 2:
                 raise

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from sqlalchemy import Row
+from typing import Any
 
 from lbauth.clock import Clock, iso
-from lbauth.core import opaque, scopes, urls
-from lbauth.core.masterkey import MasterKeys
+from lbauth.core import scopes, urls
+from lbauth.core.crypto import opaque
+from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.errors import ApplicationNotFound, ValidationFailed
+from lbauth.storage import Connection
 from lbauth.storage.db import Database
+from lbauth.storage.records import KEEP, App, AppChanges
 from lbauth.storage.repo import apps as repo
 from lbauth.storage.repo import users as users_repo
 
@@ -28,12 +30,12 @@ def webhook_secret_purpose(app_id: str) -> str:
     return f"webhook_secret:{app_id}"
 
 
-def view(row: Row) -> dict:
+def view(app: App) -> dict[str, Any]:
     """An app as `apps show/list/update` and the console show it: no secret, ever."""
-    return {"appId": row.id, "clientId": row.client_id, "name": row.name, "owner": row.owner_email,
-            "redirectUris": list(row.redirect_uris), "scopes": list(row.scopes), "webhookUrl": row.webhook_url,
-            "webhookEnabled": row.webhook_disabled_at is None,
-            "createdAt": iso(row.created_at), "updatedAt": iso(row.updated_at)}
+    return {"appId": app.id, "clientId": app.client_id, "name": app.name, "owner": app.owner_email,
+            "redirectUris": list(app.redirect_uris), "scopes": list(app.scopes), "webhookUrl": app.webhook_url,
+            "webhookEnabled": app.webhook_disabled_at is None,
+            "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
 
 
 def _redirect_uris(uris: Sequence[str], policy: AppPolicy) -> list[str]:
@@ -52,7 +54,7 @@ def _name(name: str) -> str:
 
 async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPolicy, *, name: str,
                      owner_email: str, redirect_uris: Sequence[str], allowed_scopes: Sequence[str] | None = None,
-                     webhook_url: str | None = None) -> dict:
+                     webhook_url: str | None = None) -> dict[str, Any]:
     """Register an app; returns the contract's creation record with both secrets, shown this once."""
     name = _name(name)
     uris = _redirect_uris(redirect_uris, policy)
@@ -63,72 +65,67 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
     client_secret, webhook_secret = opaque.new_secret(opaque.CLIENT_SECRET), opaque.new_secret(opaque.WEBHOOK_SECRET)
     now = int(clock.now())
 
-    def work(conn):
+    def work(conn: Connection) -> None:
         owner = users_repo.by_email(conn, (owner_email or "").strip().lower())
         if owner is None:
             raise ValidationFailed("the owner must be an existing user's email")
-        repo.insert_app(conn, id=app_id, client_id=client_id, name=name, owner_id=owner.id,
+        repo.insert_app(conn, app_id=app_id, client_id=client_id, name=name, owner_id=owner.id,
                         client_secret_hash=opaque.digest(client_secret), redirect_uris=uris, scopes=allowed,
                         webhook_url=webhook_url or None,
                         webhook_secret_sealed=keys.seal(webhook_secret.encode(), webhook_secret_purpose(app_id)),
-                        created_at=now, updated_at=now)
+                        now=now)
 
     await db.transaction(work)
     return {"appId": app_id, "clientId": client_id, "clientSecret": client_secret, "webhookSecret": webhook_secret,
             "redirectUris": uris, "scopes": allowed, "webhookUrl": webhook_url or None}
 
 
-async def get_app(db: Database, client_id: str) -> Row:
-    row = await db.read(repo.by_client_id, client_id) if isinstance(client_id, str) else None
-    if row is None:
+async def get_app(db: Database, client_id: str) -> App:
+    app = await db.read(repo.by_client_id, client_id) if isinstance(client_id, str) else None
+    if app is None:
         raise ApplicationNotFound()
-    return row
+    return app
 
 
-async def list_apps(db: Database, owner_id: str | None = None) -> list[dict]:
-    return [view(row) for row in await db.read(repo.all_apps, owner_id)]
+async def list_apps(db: Database, owner_id: str | None = None) -> list[dict[str, Any]]:
+    return [view(app) for app in await db.read(repo.all_apps, owner_id)]
 
 
 async def update_app(db: Database, clock: Clock, policy: AppPolicy, client_id: str, *, name: str | None = None,
                      redirect_uris: Sequence[str] | None = None, allowed_scopes: Sequence[str] | None = None,
-                     webhook_url: str | None = None, enable_webhook: bool = False) -> dict:
+                     webhook_url: str | None = None, enable_webhook: bool = False) -> dict[str, Any]:
     """Change what is given; `webhook_url=""` removes the webhook."""
-    changes: dict = {}
-    if name is not None:
-        changes["name"] = _name(name)
-    if redirect_uris is not None:
-        changes["redirect_uris"] = _redirect_uris(redirect_uris, policy)
-    if allowed_scopes is not None:
-        changes["scopes"] = list(scopes.validate(allowed_scopes)) or list(scopes.ALL)
-    if webhook_url is not None:
-        changes["webhook_url"] = urls.check_webhook_url(webhook_url, development=policy.development) \
-            if webhook_url else None
-        changes["webhook_disabled_at"] = None
-    if enable_webhook:
-        changes["webhook_disabled_at"] = None
+    checked_name = _name(name) if name is not None else None
+    uris = _redirect_uris(redirect_uris, policy) if redirect_uris is not None else None
+    allowed = (list(scopes.validate(allowed_scopes)) or list(scopes.ALL)) if allowed_scopes is not None else None
+    new_url = KEEP if webhook_url is None else \
+        urls.check_webhook_url(webhook_url, development=policy.development) if webhook_url else None
+    changes = AppChanges(name=checked_name, redirect_uris=uris, scopes=allowed, webhook_url=new_url,
+                         webhook_disabled_at=None if webhook_url is not None or enable_webhook else KEEP)
     return await _change(db, clock, client_id, changes)
 
 
-async def rotate_client_secret(db: Database, clock: Clock, client_id: str) -> dict:
+async def rotate_client_secret(db: Database, clock: Clock, client_id: str) -> dict[str, Any]:
     secret = opaque.new_secret(opaque.CLIENT_SECRET)
-    await _change(db, clock, client_id, {"client_secret_hash": opaque.digest(secret)})
+    await _change(db, clock, client_id, AppChanges(client_secret_hash=opaque.digest(secret)))
     return {"clientId": client_id, "clientSecret": secret}
 
 
-async def rotate_webhook_secret(db: Database, clock: Clock, keys: MasterKeys, client_id: str) -> dict:
+async def rotate_webhook_secret(db: Database, clock: Clock, keys: MasterKeys, client_id: str) -> dict[str, Any]:
     secret = opaque.new_secret(opaque.WEBHOOK_SECRET)
     app = await get_app(db, client_id)
     await _change(db, clock, client_id,
-                  {"webhook_secret_sealed": keys.seal(secret.encode(), webhook_secret_purpose(app.id))})
+                  AppChanges(webhook_secret_sealed=keys.seal(secret.encode(), webhook_secret_purpose(app.id))))
     return {"clientId": client_id, "webhookSecret": secret}
 
 
-async def _change(db: Database, clock: Clock, client_id: str, changes: dict) -> dict:
-    def work(conn):
-        row = repo.by_client_id(conn, client_id)
-        if row is None:
+async def _change(db: Database, clock: Clock, client_id: str, changes: AppChanges) -> dict[str, Any]:
+    def work(conn: Connection) -> App:
+        app = repo.by_client_id(conn, client_id)
+        if app is None:
             raise ApplicationNotFound()
-        if changes:
-            repo.update_app(conn, row.id, updated_at=int(clock.now()), **changes)
-        return repo.by_client_id(conn, client_id)
+        repo.update_app(conn, app.id, changes, int(clock.now()))
+        changed = repo.by_client_id(conn, client_id)
+        assert changed is not None  # in this transaction, since the read above
+        return changed
     return view(await db.transaction(work))

@@ -8,6 +8,7 @@ Lifecycle: `staged` (published, not signing) -> `active` (signing; exactly one) 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -15,17 +16,17 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
-from sqlalchemy import Row
-from sqlalchemy.exc import IntegrityError
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm, get_default_algorithms
 
 from lbauth.clock import Clock, iso
-from lbauth.core.masterkey import MasterKeys
+from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.settings import SIGNING_ALGS
+from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
+from lbauth.storage.records import SigningKey
 from lbauth.storage.repo import keys as repo
 
-_JWK_CODEC = {"ES256": ECAlgorithm, "RS256": RSAAlgorithm, "EdDSA": OKPAlgorithm}
+_JWK_CODEC: dict[str, Any] = {"ES256": ECAlgorithm, "RS256": RSAAlgorithm, "EdDSA": OKPAlgorithm}
 # RFC 7638 3.2: the required members of each key type, in lexicographic order.
 _THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "RSA": ("e", "kty", "n"), "OKP": ("crv", "kty", "x")}
 
@@ -63,6 +64,25 @@ class Signer:
     alg: str
     private_key: Any = field(repr=False)
 
+    def sign(self, claims: dict[str, Any], typ: str) -> str:
+        """A compact JWS of `claims` (RFC 7515 7.1) with headers alg, kid and typ: what `jwt.encode`
+        makes, byte for byte, without re-checking on every token a key that is ours and ready."""
+        signing_input = _jws_header(self.alg, self.kid, typ) + b"." + _b64(
+            json.dumps(claims, separators=(",", ":")).encode())
+        return (signing_input + b"." + _b64(_ALGORITHMS[self.alg].sign(signing_input, self.private_key))).decode()
+
+
+_ALGORITHMS = get_default_algorithms()
+
+
+def _b64(data: bytes) -> bytes:
+    return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+
+@functools.lru_cache(maxsize=16)
+def _jws_header(alg: str, kid: str, typ: str) -> bytes:
+    return _b64(json.dumps({"alg": alg, "kid": kid, "typ": typ}, separators=(",", ":"), sort_keys=True).encode())
+
 
 @dataclass(frozen=True)
 class KeyRing:
@@ -73,46 +93,46 @@ class KeyRing:
     version: tuple[tuple[str, str], ...]  # (kid, state) pairs: a change means reload
 
     @classmethod
-    def build(cls, rows: list[Row], master_keys: MasterKeys) -> KeyRing:
+    def build(cls, keys: list[SigningKey], master_keys: MasterKeys) -> KeyRing:
         signer = None
         public_keys: dict[str, tuple[str, Any]] = {}
-        for row in rows:
-            public_keys[row.kid] = (row.alg, _JWK_CODEC[row.alg].from_jwk(row.public_jwk))
-            if row.state == "active":
-                pem = master_keys.open(row.private_key_sealed, signing_key_purpose(row.kid))
-                signer = Signer(row.kid, row.alg, serialization.load_pem_private_key(pem, password=None))
-        jwks = {"keys": [dict(row.public_jwk) for row in rows]}
-        return cls(signer, public_keys, jwks, tuple((row.kid, row.state) for row in rows))
+        for key in keys:
+            public_keys[key.kid] = (key.alg, _JWK_CODEC[key.alg].from_jwk(key.public_jwk))
+            if key.state == "active":
+                pem = master_keys.open(key.private_key_sealed, signing_key_purpose(key.kid))
+                signer = Signer(key.kid, key.alg, serialization.load_pem_private_key(pem, password=None))
+        jwks = {"keys": [dict(key.public_jwk) for key in keys]}
+        return cls(signer, public_keys, jwks, tuple((key.kid, key.state) for key in keys))
 
 
-def _new_key_row(alg: str, state: str, master_keys: MasterKeys, now: int) -> dict[str, Any]:
+def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int) -> SigningKey:
     private_key = generate_private_key(alg)
     jwk = public_jwk(alg, private_key.public_key())
     pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
-    return dict(kid=jwk["kid"], alg=alg, state=state, public_jwk=jwk,
-                private_key_sealed=master_keys.seal(pem, signing_key_purpose(jwk["kid"])), created_at=now,
-                activated_at=now if state == "active" else None)
+    return SigningKey(kid=jwk["kid"], alg=alg, state=state, public_jwk=jwk,
+                      private_key_sealed=master_keys.seal(pem, signing_key_purpose(jwk["kid"])), created_at=now,
+                      activated_at=now if state == "active" else None, deactivated_at=None, retired_at=None)
 
 
 async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> bool:
     """Make the first signing key if there is none; True if one was made. Safe when several
     processes start at once: the schema allows only one active key."""
-    def has_active(conn) -> bool:
-        return any(row.state == "active" for row in repo.published(conn))
+    def has_active(conn: Connection) -> bool:
+        return any(key.state == "active" for key in repo.published(conn))
 
     if await db.read(has_active):
         return False
-    row = _new_key_row(alg, "active", master_keys, int(clock.now()))  # key generation: outside the transaction
+    key = _new_key(alg, "active", master_keys, int(clock.now()))  # key generation: outside the transaction
 
-    def work(conn) -> bool:
+    def work(conn: Connection) -> bool:
         if has_active(conn):
             return False
-        repo.insert_key(conn, **row)
+        repo.insert_key(conn, key)
         return True
     try:
         return await db.transaction(work)
-    except IntegrityError:
+    except Duplicate:
         return False
 
 
@@ -120,14 +140,14 @@ async def load_keyring(db: Database, master_keys: MasterKeys) -> KeyRing:
     return KeyRing.build(await db.read(repo.published), master_keys)
 
 
-def key_view(row: Row) -> dict[str, Any]:
-    return {"kid": row.kid, "alg": row.alg, "state": row.state, "createdAt": iso(row.created_at),
-            "activatedAt": iso(row.activated_at), "deactivatedAt": iso(row.deactivated_at),
-            "retiredAt": iso(row.retired_at)}
+def key_view(key: SigningKey) -> dict[str, Any]:
+    return {"kid": key.kid, "alg": key.alg, "state": key.state, "createdAt": iso(key.created_at),
+            "activatedAt": iso(key.activated_at), "deactivatedAt": iso(key.deactivated_at),
+            "retiredAt": iso(key.retired_at)}
 
 
 async def list_keys(db: Database) -> list[dict[str, Any]]:
-    return [key_view(row) for row in await db.read(repo.all_keys)]
+    return [key_view(key) for key in await db.read(repo.all_keys)]
 
 
 # ---- rotation (contract section 8; tools/rotate_signing_key.py) -------------------------------------------
@@ -146,14 +166,14 @@ class RotationRefused(Exception):
 
 async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> dict[str, Any]:
     """Step 1: a new key, published in the JWKS but not signing yet."""
-    row = _new_key_row(alg, "staged", master_keys, int(clock.now()))
+    key = _new_key(alg, "staged", master_keys, int(clock.now()))
 
-    def work(conn) -> None:
-        if any(r.state == "staged" for r in repo.published(conn)):
+    def work(conn: Connection) -> None:
+        if any(k.state == "staged" for k in repo.published(conn)):
             raise RotationRefused("a key is already staged; promote it or retire it first")
-        repo.insert_key(conn, **row)
+        repo.insert_key(conn, key)
     await db.transaction(work)
-    return {"kid": row["kid"], "alg": alg, "state": "staged", "createdAt": iso(row["created_at"])}
+    return {"kid": key.kid, "alg": alg, "state": "staged", "createdAt": iso(key.created_at)}
 
 
 async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, grace: int = DEFAULT_GRACE_SECONDS,
@@ -162,8 +182,8 @@ async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, gra
     becomes `retiring`: still published, so every token it signed keeps verifying."""
     now = int(clock.now())
 
-    def work(conn) -> dict[str, Any]:
-        keys = {r.kid: r for r in repo.all_keys(conn)}
+    def work(conn: Connection) -> dict[str, Any]:
+        keys = {k.kid: k for k in repo.all_keys(conn)}
         target = keys.get(kid) if kid else next((r for r in keys.values() if r.state == "staged"), None)
         if target is None or target.state not in ("staged", "retiring"):
             raise RotationRefused("no staged key to promote (stage one first)" if not kid
@@ -173,19 +193,19 @@ async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, gra
             raise RotationRefused(
                 f"key {target.kid} has been published for {published_for} s; verifiers may still hold a JWKS "
                 f"without it for up to {grace} s. Wait {grace - published_for} s more, or pass --force.")
-        for row in keys.values():
-            if row.state == "active":
-                repo.update_key(conn, row.kid, state="retiring", deactivated_at=now)
-        repo.update_key(conn, target.kid, state="active", activated_at=now, deactivated_at=None)
+        for key in keys.values():
+            if key.state == "active":
+                repo.deactivate(conn, key.kid, now)
+        repo.activate(conn, target.kid, now)
         return {"kid": target.kid, "state": "active", "activatedAt": iso(now)}
     return await db.transaction(work)
 
 
-def retire_after(row: Row, access_ttl: int, leeway: int = VERIFIER_MAX_LEEWAY) -> int:
+def retire_after(key: SigningKey, access_ttl: int, leeway: int = VERIFIER_MAX_LEEWAY) -> int:
     """When no token this key signed can still be live anywhere: the last one was signed at most a
     reload interval after it stopped signing, lives access_ttl, and may be accepted with the
     verifiers' clock leeway (60 s at most with lbauth.verify)."""
-    return (row.deactivated_at or 0) + SERVER_RELOAD_SECONDS + access_ttl + leeway
+    return (key.deactivated_at or 0) + SERVER_RELOAD_SECONDS + access_ttl + leeway
 
 
 async def rotation_status(db: Database, clock: Clock, *, access_ttl: int, grace: int = DEFAULT_GRACE_SECONDS,
@@ -193,12 +213,12 @@ async def rotation_status(db: Database, clock: Clock, *, access_ttl: int, grace:
     """Every key, and in how many seconds its next rotation step becomes safe."""
     now = int(clock.now())
     out = []
-    for row in await db.read(repo.all_keys):
-        item = key_view(row)
-        if row.state == "staged":
-            item["promotableIn"] = max(0, row.created_at + grace - now)
-        elif row.state == "retiring":
-            item["retirableIn"] = max(0, retire_after(row, access_ttl, leeway) - now)
+    for key in await db.read(repo.all_keys):
+        item = key_view(key)
+        if key.state == "staged":
+            item["promotableIn"] = max(0, key.created_at + grace - now)
+        elif key.state == "retiring":
+            item["retirableIn"] = max(0, retire_after(key, access_ttl, leeway) - now)
         out.append(item)
     return out
 
@@ -208,21 +228,21 @@ async def retire_keys(db: Database, clock: Clock, *, access_ttl: int, kid: str |
     """Step 3: drop retiring keys from the JWKS once nothing they signed can be live."""
     now = int(clock.now())
 
-    def work(conn) -> list[dict[str, Any]]:
-        rows = repo.all_keys(conn)
-        candidates = [r for r in rows if r.state == "retiring" and (kid is None or r.kid == kid)]
+    def work(conn: Connection) -> list[dict[str, Any]]:
+        stored = repo.all_keys(conn)
+        candidates = [k for k in stored if k.state == "retiring" and (kid is None or k.kid == kid)]
         # A staged key never signed anything: withdrawing it (by its kid) is always safe.
-        candidates += [r for r in rows if r.state == "staged" and kid is not None and r.kid == kid]
+        candidates += [k for k in stored if k.state == "staged" and kid is not None and k.kid == kid]
         if kid and not candidates:
             raise RotationRefused(f"key {kid} is not staged or retiring")
         retired = []
-        for row in candidates:
-            safe_at = retire_after(row, access_ttl, leeway) if row.state == "retiring" else now
+        for key in candidates:
+            safe_at = retire_after(key, access_ttl, leeway) if key.state == "retiring" else now
             if now < safe_at and not force:
                 raise RotationRefused(
-                    f"key {row.kid} stopped signing at {iso(row.deactivated_at)}; tokens it signed may be live "
+                    f"key {key.kid} stopped signing at {iso(key.deactivated_at)}; tokens it signed may be live "
                     f"until {iso(safe_at)}. Wait {safe_at - now} s more, or pass --force.")
-            repo.update_key(conn, row.kid, state="retired", retired_at=now)
-            retired.append({"kid": row.kid, "state": "retired", "retiredAt": iso(now)})
+            repo.retire(conn, key.kid, now)
+            retired.append({"kid": key.kid, "state": "retired", "retiredAt": iso(now)})
         return retired
     return await db.transaction(work)

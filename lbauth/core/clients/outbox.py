@@ -12,13 +12,14 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-
-from sqlalchemy import Connection, Row
+from typing import Any
 
 from lbauth.clock import Clock, iso
-from lbauth.core import opaque
+from lbauth.core.crypto import opaque
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
+from lbauth.storage import Connection
 from lbauth.storage.db import Database
+from lbauth.storage.records import AppChanges, WebhookAttempt, WebhookEvent
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import webhooks as repo
 
@@ -41,11 +42,11 @@ def write_event(conn: Connection, *, app_id: str, asu: str, reason: str, now: in
     app with no webhook URL gets the event recorded as failed: visible, and redeliverable once
     it has a URL, rather than pending for ever."""
     event_id = opaque.new_id("evt_")
-    state = dict(status="pending", next_attempt_at=now, last_error=None) if deliverable else \
-        dict(status="failed", next_attempt_at=None, last_error="the app has no webhook URL")
-    repo.insert_event(conn, id=event_id, app_id=app_id, event_type=EVENT_TYPE, reason=reason, asu=asu,
-                      payload=payload(event_id, app_id, asu, reason, now), attempts=0, round_attempts=0,
-                      created_at=now, **state)
+    status, next_attempt_at, last_error = ("pending", now, None) if deliverable else \
+        ("failed", None, "the app has no webhook URL")
+    repo.insert_event(conn, event_id=event_id, app_id=app_id, event_type=EVENT_TYPE, reason=reason, asu=asu,
+                      payload=payload(event_id, app_id, asu, reason, now), status=status,
+                      next_attempt_at=next_attempt_at, last_error=last_error, now=now)
     return event_id
 
 
@@ -98,9 +99,10 @@ async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int, 
     now = int(clock.now())
     if not await db.read(repo.any_due, now):
         return []
-    rows = await db.transaction(repo.claim_due, now, now + lease_seconds, limit, per_app, in_flight)
-    return [Claimed(r.id, r.app_id, r.client_id, r.webhook_url, r.webhook_secret_sealed, r.payload,
-                    r.round_attempts, r.attempts) for r in rows]
+    events = await db.transaction(repo.claim_due, now, now + lease_seconds, limit, per_app, in_flight)
+    # Claimed events are of apps with a webhook URL (repo.claim_due).
+    return [Claimed(e.id, e.app_id, e.client_id, e.webhook_url or "", e.webhook_secret_sealed, e.payload,
+                    e.round_attempts, e.attempts) for e in events]
 
 
 async def record(db: Database, clock: Clock, event: Claimed, *, status: int | None, latency_ms: int,
@@ -110,26 +112,27 @@ async def record(db: Database, clock: Clock, event: Claimed, *, status: int | No
     now = int(clock.now())
     outcome = forced or classify(status)
     round_attempts = event.round_attempts + 1
-    changes: dict = {"attempts": event.attempts + 1, "round_attempts": round_attempts, "last_status": status,
-                     "last_error": error, "lease_until": None}
+    status_after, next_attempt_at, delivered_at = None, None, None
     if outcome is Outcome.DELIVERED:
-        changes.update(status="delivered", delivered_at=now, next_attempt_at=None)
+        status_after, delivered_at = "delivered", now
     elif outcome is Outcome.RETRY and (delay := retry_delay(schedule, round_attempts, retry_after, rng)):
-        changes.update(next_attempt_at=now + delay)
+        next_attempt_at = now + delay  # still pending
     else:  # refused, gone, or retries spent: it stays visible as failed and can be redelivered
-        changes.update(status="failed", next_attempt_at=None)
+        status_after = "failed"
 
     def work(conn: Connection) -> None:
-        repo.record_attempt(conn, event_id=event.event_id, attempted_at=now, status=status, latency_ms=latency_ms,
+        repo.insert_attempt(conn, event_id=event.event_id, attempted_at=now, status=status, latency_ms=latency_ms,
                             error=error)
-        repo.update_event(conn, event.event_id, **changes)
+        repo.settle_attempt(conn, event.event_id, attempts=event.attempts + 1, round_attempts=round_attempts,
+                            last_status=status, last_error=error, next_attempt_at=next_attempt_at,
+                            status=status_after, delivered_at=delivered_at)
         if outcome is Outcome.GONE:
-            apps_repo.update_app(conn, event.app_id, webhook_disabled_at=now, updated_at=now)
+            apps_repo.update_app(conn, event.app_id, AppChanges(webhook_disabled_at=now), now)
     await db.transaction(work)
     return outcome
 
 
-async def send_test(db: Database, clock: Clock, client_id: str) -> dict:
+async def send_test(db: Database, clock: Clock, client_id: str) -> dict[str, Any]:
     """A test delivery (spec section 6): reason `test_delivery`, an `asu_test_` id that belongs to
     no user, and no grant touched."""
     def work(conn: Connection) -> str:
@@ -143,23 +146,25 @@ async def send_test(db: Database, clock: Clock, client_id: str) -> dict:
     return {"eventId": await db.transaction(work)}
 
 
-def view(row: Row) -> dict:
+def view(event: WebhookEvent) -> dict[str, Any]:
     """An event as `lbauth webhooks list` and the console show it (contract section 2)."""
-    return {"eventId": row.id, "appId": row.app_id, "clientId": row.client_id, "eventType": row.event_type,
-            "reason": row.reason, "status": row.status, "attempts": row.attempts, "lastStatus": row.last_status,
-            "nextAttemptAt": iso(row.next_attempt_at), "createdAt": iso(row.created_at)}
+    return {"eventId": event.id, "appId": event.app_id, "clientId": event.client_id, "eventType": event.event_type,
+            "reason": event.reason, "status": event.status, "attempts": event.attempts,
+            "lastStatus": event.last_status, "nextAttemptAt": iso(event.next_attempt_at),
+            "createdAt": iso(event.created_at)}
 
 
-def attempt_view(row: Row) -> dict:
-    return {"attemptedAt": iso(row.attempted_at), "status": row.status, "latencyMs": row.latency_ms,
-            "error": row.error}
+def attempt_view(attempt: WebhookAttempt) -> dict[str, Any]:
+    return {"attemptedAt": iso(attempt.attempted_at), "status": attempt.status, "latencyMs": attempt.latency_ms,
+            "error": attempt.error}
 
 
-async def list_events(db: Database, *, client_id: str | None = None, status: str | None = None) -> list[dict]:
+async def list_events(db: Database, *, client_id: str | None = None,
+                      status: str | None = None) -> list[dict[str, Any]]:
     if status is not None and status not in STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(STATUSES)}")
 
-    def work(conn: Connection) -> list[Row]:
+    def work(conn: Connection) -> list[WebhookEvent]:
         app_id = None
         if client_id is not None:
             app = apps_repo.by_client_id(conn, client_id)
@@ -167,27 +172,30 @@ async def list_events(db: Database, *, client_id: str | None = None, status: str
                 raise ApplicationNotFound()
             app_id = app.id
         return repo.events(conn, app_id=app_id, status=status)
-    return [view(row) for row in await db.read(work)]
+    return [view(event) for event in await db.read(work)]
 
 
-async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict]]:
-    found: dict[str, list[dict]] = {event_id: [] for event_id in event_ids}
-    for row in await db.read(repo.attempts, event_ids):
-        found[row.event_id].append(attempt_view(row))
+async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {event_id: [] for event_id in event_ids}
+    for attempt in await db.read(repo.attempts, event_ids):
+        found[attempt.event_id].append(attempt_view(attempt))
     return found
 
 
-async def redeliver(db: Database, clock: Clock, event_id: str, *, client_id: str | None = None) -> dict:
+async def redeliver(db: Database, clock: Clock, event_id: str, *,
+                    client_id: str | None = None) -> dict[str, Any]:
     """Queue an event again, now, with a fresh round of the retry schedule (same eventId).
     With `client_id`, only an event of that app (the console: its owner's events only)."""
     now = int(clock.now())
 
-    def work(conn: Connection) -> Row:
+    def work(conn: Connection) -> WebhookEvent:
         event = repo.by_id(conn, event_id)
         if event is None or client_id is not None and event.client_id != client_id:
             raise NotFound("No such webhook event.")
-        repo.update_event(conn, event_id, status="pending", next_attempt_at=now, round_attempts=0, lease_until=None)
-        return repo.by_id(conn, event_id)
+        repo.requeue(conn, event_id, now)
+        requeued = repo.by_id(conn, event_id)
+        assert requeued is not None  # in this transaction, since the read above
+        return requeued
     return view(await db.transaction(work))
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import secrets
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -22,10 +24,34 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from lbauth.settings import Settings, SettingsError
 
 _PREFIX = "mk1"
+REMEDY = "set LBAUTH_MASTER_KEY to the same list on every server of the deployment"
+NEW_KEY_COMMAND = "lbauth keys new-master-key"
+
+log = logging.getLogger("lbauth.masterkey")
 
 
 class MasterKeyError(Exception):
     """A sealed value cannot be opened with any configured master key."""
+
+
+class MissingMasterKey(MasterKeyError):
+    """Values are sealed under master keys this process does not have (contract 8): the message
+    names their ids and the remedy, one line, no key material."""
+
+    def __init__(self, missing: Iterable[str], configured: Iterable[str] = ()) -> None:
+        self.missing = tuple(sorted(set(missing)))
+        configured = tuple(configured)
+        which = ("master key " if len(self.missing) == 1 else "master keys ") + ", ".join(self.missing)
+        have = f"this server has {', '.join(configured)}" if configured else "this server has none"
+        super().__init__(f"the database holds secrets sealed with {which}, which is not configured here ({have}); "
+                         f"{REMEDY}")
+
+
+def require_keys(sealed_ids: Iterable[str], keys: MasterKeys) -> None:
+    """MissingMasterKey unless every key id that seals a stored value is configured."""
+    missing = set(sealed_ids) - set(keys.ids)
+    if missing:
+        raise MissingMasterKey(missing, keys.ids)
 
 
 def _b64(data: bytes) -> str:
@@ -67,9 +93,8 @@ class MasterKeys:
             except ValueError:
                 key = b""
             if len(key) != 32:
-                raise SettingsError(f"{source}: each master key must be 32 random bytes in base64url (make one "
-                                    "with: python3 -c 'import base64,os; print(base64.urlsafe_b64encode("
-                                    "os.urandom(32)).decode())')")
+                raise SettingsError(f"{source}: each master key must be 32 random bytes in base64url "
+                                    f"(make one with: {NEW_KEY_COMMAND})")
             keys.append(key)
         if not keys:
             raise SettingsError(f"{source}: no master key found")
@@ -81,13 +106,12 @@ class MasterKeys:
         return f"{_PREFIX}.{self.primary_id}.{_b64(nonce + ciphertext)}"
 
     def open(self, sealed: str, purpose: str) -> bytes:
-        try:
-            prefix, kid, data = sealed.split(".", 2)
-            aead = self._keys[kid] if prefix == _PREFIX else None
-        except (ValueError, KeyError):
-            aead = None
+        prefix, kid, data = (sealed.split(".", 2) + ["", ""])[:3]
+        if prefix != _PREFIX or not kid or not data:
+            raise MasterKeyError("not a sealed value")
+        aead = self._keys.get(kid)
         if aead is None:
-            raise MasterKeyError("sealed with a master key that is not configured")
+            raise MissingMasterKey([kid], self.ids)
         raw = _unb64(data)
         try:
             return aead.decrypt(raw[:12], raw[12:], purpose.encode())
@@ -131,22 +155,41 @@ def write_key_file(path: Path, key_texts: list[str]) -> None:
     os.replace(tmp, path)
 
 
-def load_master_keys(settings: Settings) -> MasterKeys:
-    """LBAUTH_MASTER_KEY if set; else the data dir's key file, generated once with mode 0600."""
+def load_master_keys(settings: Settings, sealed_ids: Collection[str] = ()) -> MasterKeys:
+    """LBAUTH_MASTER_KEY if set; else the data dir's key file, generated once with mode 0600.
+
+    `sealed_ids` are the key ids the database already seals values with: when there are any, a new
+    key could open none of them (a second server with its own data dir, contract 8), so none is
+    generated and MissingMasterKey names the ids instead."""
     if settings.master_key:
         return MasterKeys.parse(settings.master_key, "master key (LBAUTH_MASTER_KEY or master_key)")
     path = key_file(settings)
     if not path.exists():
+        if sealed_ids:
+            raise MissingMasterKey(sealed_ids)
         settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another process made it first
             pass
         else:
+            text = generate_key_text()
             with os.fdopen(fd, "w") as fh:
-                fh.write(generate_key_text() + "\n")
+                fh.write(text + "\n")
+            _announce_new_key(settings, path, key_id(_unb64(text)))
     try:
         text = path.read_text()
     except OSError as exc:
         raise SettingsError(f"master key file {str(path)!r}: {exc.strerror}") from None
     return MasterKeys.parse(text, f"master key file {str(path)!r}")
+
+
+def _announce_new_key(settings: Settings, path: Path, kid: str) -> None:
+    """A generated key is never silent: `lbauth serve` logs it (info, its default level). On
+    PostgreSQL several servers may share the database, and each must have this same key before it
+    starts (contract 8)."""
+    if settings.is_sqlite:
+        log.info("generated master key %s into %s", kid, path)
+    else:
+        log.info("generated master key %s into %s; every other server of this deployment needs this same key: "
+                 "copy the file to its data dir, or %s", kid, path, REMEDY)

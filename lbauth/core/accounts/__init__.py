@@ -1,0 +1,1 @@
+"""Users and their sign-in: accounts, passwords (sessions will join)."""

@@ -1,0 +1,1 @@
+"""Registered applications (OAuth clients) and their webhook outbox."""

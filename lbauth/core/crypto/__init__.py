@@ -1,0 +1,1 @@
+"""Keys and credentials: signing keys, the master key that seals secrets at rest, opaque prefixed credentials."""

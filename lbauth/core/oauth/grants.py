@@ -1,0 +1,169 @@
+"""The token endpoint's grant types (RFC 6749 4.1.3 and 6; spec 4.3, 4.4; contract 6).
+
+Each grant parses its parameters, then issues a token set for an authenticated client. The
+client's credentials are checked inside the grant's own statement, not before it: one unit of
+work per request on the hot path. ID tokens and rotating refresh tokens join here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Generic, NoReturn, TypeVar
+
+from lbauth import errors
+from lbauth.clock import Clock
+from lbauth.core import scopes
+from lbauth.core.crypto import opaque
+from lbauth.core.fields import require
+from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
+from lbauth.core.oauth.revocation import KEEP_PAST_EXPIRY, CheckList, refresh_checklist
+from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti, pkce_challenge
+from lbauth.settings import Settings
+from lbauth.storage import Connection
+from lbauth.storage.db import CommitThenRaise, Database
+from lbauth.storage.repo import codes as codes_repo
+from lbauth.storage.repo import revocations as revocations_repo
+from lbauth.storage.repo import tokens as tokens_repo
+
+RequestT = TypeVar("RequestT")
+
+
+class GrantType(ABC, Generic[RequestT]):
+    """One `grant_type` of the token endpoint."""
+
+    grant_type: ClassVar[str]
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens,
+                 checklist: CheckList) -> None:
+        self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
+
+    @abstractmethod
+    def parse(self, params: Mapping[str, str]) -> RequestT:
+        """The grant's parameters, or the error (ValidationFailed, ScopeInvalid) that refuses them."""
+
+    @abstractmethod
+    async def issue(self, client: ClientCredentials, request: RequestT) -> TokenSet:
+        """Authenticate the client and issue its tokens, or raise why not: the client's error first."""
+
+    async def _live(self, refresh_hash: str) -> bool:
+        """Is this refresh token still unrevoked? Asked only when a revocation may have raced a request."""
+        row = await self.db.read(tokens_repo.by_hash, refresh_hash)
+        return row is not None and row.revoked_at is None
+
+
+@dataclass(frozen=True)
+class CodeRequest:
+    code: str
+    redirect_uri: str
+    code_verifier: str | None
+
+
+class AuthorizationCodeGrant(GrantType[CodeRequest]):
+    """A code for a token set, exactly once, for the client it was issued to (RFC 6749 4.1.3, spec 4.3)."""
+
+    grant_type = "authorization_code"
+
+    def parse(self, params: Mapping[str, str]) -> CodeRequest:
+        code, redirect_uri = require(params, "code", "redirect_uri")
+        return CodeRequest(code, redirect_uri, params.get("code_verifier") or None)
+
+    async def issue(self, client: ClientCredentials, request: CodeRequest) -> TokenSet:
+        """The hot path is one unit of work that authenticates the client, claims the code and
+        stores the refresh token (repo/codes.py: one statement on PostgreSQL, two on SQLite). Only
+        when it claims nothing does a second one find out why, in the order a client expects its
+        errors: the client's credentials first, then the code."""
+        now, jti = int(self.clock.now()), new_jti()
+        refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
+        claimed = None
+        if opaque.has_prefix(request.code, opaque.CODE):
+            verifier = request.code_verifier
+            claimed = await self.db.transaction(
+                codes_repo.redeem, single_statement=True, code_hash=opaque.digest(request.code),
+                client_id=client.client_id, client_secret_hash=client.secret_digest, redirect_uri=request.redirect_uri,
+                challenge=pkce_challenge(verifier) if verifier is not None else None, now=now, access_jti=jti,
+                refresh_hash=opaque.digest(refresh_token), refresh_expires_at=now + self.settings.refresh_token_ttl)
+        if claimed is None:
+            try:
+                await self.db.transaction(_why_not_redeemed, client=client, request=request, now=now,
+                                          access_ttl=self.settings.access_token_ttl)
+            except errors.CodeUsed:
+                await refresh_checklist(self.db, self.clock, self.checklist)
+                raise
+        granted = tuple(claimed.scopes)
+        issued_at = await self.tokens.issue_time(claimed.grant_id, now,
+                                                 lambda: self._live(opaque.digest(refresh_token)))
+        access_token = self.tokens.mint(user_id=claimed.user_id, client_id=client.client_id, scopes=granted,
+                                        grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at)
+        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted)
+
+
+def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: CodeRequest, now: int,
+                      access_ttl: int) -> NoReturn:
+    """Why a code was not redeemed, raised. A code used before has what its first redemption
+    issued revoked here (RFC 6749 4.1.2), committed before CodeUsed is raised."""
+    app = checked_client(conn, client.client_id, client.secret_digest)
+    if not opaque.has_prefix(request.code, opaque.CODE):
+        raise errors.CodeInvalid()
+    code_hash = opaque.digest(request.code)
+    row = codes_repo.by_hash(conn, code_hash)
+    if row is None or row.app_id != app.id or row.revoked_at is not None:
+        raise errors.CodeInvalid()
+    if row.used_at is not None:
+        # The first redemption's refresh token, and every access token of the grant issued so far
+        # (the first one and any refreshed from it): a replayed code means the code leaked.
+        tokens_repo.revoke_from_code(conn, code_hash, now)
+        revocations_repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
+                                           expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
+        revocations_repo.notify(conn)
+        raise CommitThenRaise(errors.CodeUsed())
+    if row.expires_at <= now:
+        raise errors.CodeExpired()
+    if row.redirect_uri != request.redirect_uri:
+        raise errors.RedirectUriMismatch("redirect_uri must equal the one sent in the authorization request.")
+    if row.code_challenge is None:
+        raise errors.CodeVerifierInvalid("This code was issued without a PKCE challenge; send no code_verifier.")
+    raise errors.CodeVerifierInvalid()  # the only check left: the verifier does not match the challenge
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    refresh_token: str
+    scope: tuple[str, ...] | None  # RFC 6749 6: narrows the new token to a subset of the grant
+
+
+class RefreshTokenGrant(GrantType[RefreshRequest]):
+    """A new access token; the refresh token is returned unchanged, no rotation (RFC 6749 6, spec 4.4)."""
+
+    grant_type = "refresh_token"
+
+    def parse(self, params: Mapping[str, str]) -> RefreshRequest:
+        (refresh_token,) = require(params, "refresh_token")
+        scope = scopes.parse_space_separated(params["scope"]) if params.get("scope") else None
+        return RefreshRequest(refresh_token, scope)
+
+    async def issue(self, client: ClientCredentials, request: RefreshRequest) -> TokenSet:
+        """One statement finds the token and authenticates its client; a second, only on failure,
+        says whether the client or the token was wrong."""
+        refresh_token, secret_digest = request.refresh_token, client.secret_digest
+        now, row = int(self.clock.now()), None  # now: before the read (AccessTokens.issue_time)
+        if opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
+            row = await self.db.read(tokens_repo.for_client, opaque.digest(refresh_token), client.client_id,
+                                     secret_digest)
+        if row is None:  # bound to its client (contract 6): another app's token is as good as none
+            await self.db.read(checked_client, client.client_id, secret_digest)  # raises for a bad client
+            raise errors.RefreshTokenInvalid()
+        if row.revoked_at is not None:
+            raise errors.RefreshTokenRevoked()
+        if row.expires_at <= now:
+            raise errors.RefreshTokenExpired()
+        granted = tuple(row.scopes)
+        if request.scope is not None:
+            if not set(request.scope) <= set(granted):
+                raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
+            granted = request.scope
+        issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(row.token_hash))
+        access_token = self.tokens.mint(user_id=row.user_id, client_id=client.client_id, scopes=granted,
+                                        grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at)
+        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted)

@@ -1,0 +1,98 @@
+"""The authorization server: what the token, revocation and introspection endpoints do, for the
+specification's envelope endpoints (spec 4.3, 4.4) and the RFC ones (contract 11) alike.
+
+Handlers parse the HTTP request, call one method here and render the answer. Built once per
+process, in `Services`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lbauth.clock import Clock
+from lbauth.core.oauth import revocation
+from lbauth.core.oauth.client_auth import (
+    ClientAuthMethod,
+    ClientCredentials,
+    ClientSecretBasic,
+    ClientSecretPost,
+    checked_client,
+    presented_credentials,
+)
+from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
+from lbauth.core.oauth.revocation import CheckList
+from lbauth.core.oauth.tokens import AccessTokens, TokenSet
+from lbauth.errors import GrantTypeInvalid, LbauthError
+from lbauth.settings import Settings
+from lbauth.storage.db import Database
+from lbauth.storage.records import App
+
+CLIENT_AUTH_METHODS: tuple[ClientAuthMethod, ...] = (ClientSecretBasic(), ClientSecretPost())
+GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, RefreshTokenGrant)
+
+
+class AuthorizationServer:
+    """Client authentication methods and grant types are registries: new ones join by construction."""
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens, checklist: CheckList,
+                 *, client_auth_methods: Sequence[ClientAuthMethod] = CLIENT_AUTH_METHODS,
+                 grant_types: Sequence[type[GrantType[Any]]] = GRANT_TYPES) -> None:
+        self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
+        self.client_auth_methods = tuple(client_auth_methods)
+        self.grants = {cls.grant_type: cls(db, clock, settings, tokens, checklist) for cls in grant_types}
+
+    # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------
+
+    def client_credentials(self, authorization: str, form: Mapping[str, str]) -> ClientCredentials:
+        """The credentials the request presents (its Authorization header, or "", and its form),
+        checked for shape only: no database yet, so that rate limits per client come first."""
+        return presented_credentials(self.client_auth_methods, authorization, form)
+
+    async def authenticate(self, client: ClientCredentials) -> App:
+        """The client's app, if its credentials are right (one statement)."""
+        return await self.db.read(checked_client, client.client_id, client.secret_digest)
+
+    # ---- the token endpoint (RFC 6749 3.2) ---------------------------------------------------------------
+
+    def grant(self, grant_type: str) -> GrantType[Any]:
+        """The grant type, or unsupported_grant_type: decided before the client is authenticated."""
+        grant = self.grants.get(grant_type)
+        if grant is None:
+            raise GrantTypeInvalid(f"Supported grant types: {', '.join(self.grants)}.")
+        return grant
+
+    async def token(self, grant: GrantType[Any], client: ClientCredentials, params: Mapping[str, str]) -> TokenSet:
+        """Tokens for the client under `grant`. The client is authenticated once: inside the grant's
+        own statement, or, when the parameters are refused, before that refusal (RFC 6749 5.2: a
+        bad client hears invalid_client before any grant error)."""
+        try:
+            request = grant.parse(params)
+        except LbauthError:
+            await self.authenticate(client)
+            raise
+        return await grant.issue(client, request)
+
+    # ---- revocation and introspection (RFC 7009, RFC 7662) ------------------------------------------------
+
+    async def revoke(self, client: ClientCredentials, token: str) -> None:
+        app = await self.authenticate(client)
+        await revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
+                                      token=token, issuer=self.settings.issuer, audience=self.settings.audience,
+                                      access_ttl=self.settings.access_token_ttl)
+
+    async def introspect(self, client: ClientCredentials, token: str) -> dict[str, Any]:
+        app = await self.authenticate(client)
+        return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
+                                           issuer=self.settings.issuer, audience=self.settings.audience)
+
+    # ---- the user's own authorizations (contract 7) -------------------------------------------------------
+
+    async def authorizations(self, user_id: str) -> list[dict[str, Any]]:
+        """The apps the user authorized, with their scopes and when."""
+        return await revocation.list_authorizations(self.db, user_id)
+
+    async def revoke_authorization(self, user_id: str, client_id: str) -> dict[str, Any]:
+        """The user revokes an app: its grant, tokens and codes, and the webhook event."""
+        return await revocation.revoke_authorization(self.db, self.clock, self.checklist, user_id=user_id,
+                                                     client_id=client_id, access_ttl=self.settings.access_token_ttl)

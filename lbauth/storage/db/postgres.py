@@ -1,0 +1,335 @@
+"""PostgreSQL: units of work on a pool of asyncpg connections behind a first-come queue, a DOWN
+state with a reconnecting probe, and a watchdog that tells a partition from a slow database
+(contract section 3; docs/architecture.md, "Storage: transactions, the queue and outages")."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import asyncpg
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from lbauth.errors import ServerUnavailable
+from lbauth.storage.db.unit import (
+    READY_TIMEOUT_SECONDS,
+    counts_statements,
+    is_connection_lost,
+    is_unavailable,
+    outcome,
+    run_unit,
+    select_one,
+    unavailable,
+)
+from lbauth.storage.listen import asyncpg_dsn, close_quietly
+
+T = TypeVar("T")
+
+POOL_SIZE = 16
+# A busy pool queues: a request waits up to this long for a pooled connection (contract section 3).
+QUEUE_WAIT_SECONDS = 5.0
+# A new connection that takes longer means an unreachable database: a request that meets an
+# outage is answered 503 within about this long (the contract allows 1 s).
+CONNECT_TIMEOUT_SECONDS = 0.5
+PROBE_SECONDS = 0.5  # while the database is down, how often the probe tries to reconnect
+# Units of work in flight and none finished for this long: is PostgreSQL still there? With a check
+# of at most CONNECT_TIMEOUT_SECONDS and the watchdog's tick, a unit that meets a partition ends
+# within about 0.75 s (the contract allows 1 s).
+STALL_SECONDS = 0.2
+WATCH_SECONDS = 0.05  # the watchdog's tick, while units of work are in flight
+
+log = logging.getLogger("lbauth.db")
+
+_READONLY = "lbauth_readonly"
+
+
+class _Queue:
+    """Admission to the pool: `size` places and a first-come queue of requests waiting for one;
+    a place means a pooled connection is free. Waits end at their deadline through `expire`,
+    called by the watchdog's tick, or all at once through `fail_all` (the database went down)."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self.waiting: deque[tuple[asyncio.Future, float]] = deque()
+
+    async def enter(self, timeout: float, first: bool = False) -> None:
+        """A place, waiting up to about `timeout` seconds (then TimeoutError); `first` goes ahead of
+        the queue (the check-list refresh and health probes, which load must not starve)."""
+        if self.free > 0 and not self.waiting:
+            self.free -= 1
+            return
+        loop = asyncio.get_running_loop()
+        place = loop.create_future()
+        waiter = (place, loop.time() + timeout)
+        if first:
+            self.waiting.appendleft(waiter)
+        else:
+            self.waiting.append(waiter)
+        try:
+            await place
+        except BaseException:
+            if place.done() and not place.cancelled() and place.exception() is None:
+                self.leave()  # given a place just as it stopped waiting: hand it on
+            elif not place.done():
+                self.waiting.remove(waiter)
+            raise
+
+    def leave(self) -> None:
+        while self.waiting:
+            place, _ = self.waiting.popleft()
+            if not place.done():
+                place.set_result(None)
+                return
+        self.free += 1
+
+    def expire(self, now: float) -> None:
+        """End with TimeoutError the waits whose deadline (loop time) has passed."""
+        if self.waiting and any(deadline <= now for _, deadline in self.waiting):
+            kept: deque[tuple[asyncio.Future, float]] = deque()
+            for place, deadline in self.waiting:
+                if place.done():
+                    continue
+                if deadline <= now:
+                    place.set_exception(TimeoutError())
+                else:
+                    kept.append((place, deadline))
+            self.waiting = kept
+
+    def fail_all(self, error: Callable[[], BaseException]) -> None:
+        while self.waiting:
+            place, _ = self.waiting.popleft()
+            if not place.done():
+                place.set_exception(error())
+
+
+class PostgresDatabase:
+    """The `Database` protocol on PostgreSQL (asyncpg through SQLAlchemy's async engine)."""
+
+    is_sqlite = False
+
+    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
+        self.url = url
+        self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
+        self.up = True  # False from a connection failure until the probe reconnects
+        self._reached = False  # a connection was made once: only then is losing it news for the log
+        self._queue = _Queue(pool_size)
+        self._probe: asyncio.Task | None = None
+        # The watchdog's bookkeeping: the connections of the units of work in flight, how many
+        # units have finished, and the tick (a timer, armed only while units are in flight).
+        self._in_flight: set[AsyncConnection] = set()
+        self._finished = 0
+        self._finished_seen = 0
+        self._quiet_since = 0.0
+        self._watch: asyncio.TimerHandle | None = None
+        self._liveness: asyncio.Task | None = None
+        # Every transaction ends in COMMIT or ROLLBACK here, so the pool's reset-on-return rollback
+        # would be one more round trip for nothing. No overflow: an overflow connection is closed
+        # when returned, so a burst would open a new connection per request; requests beyond the
+        # pool wait in `_queue`, which admits no more than the pool holds.
+        self.engine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=0, pool_timeout=QUEUE_WAIT_SECONDS, pool_reset_on_return=None,
+            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
+
+        @event.listens_for(self.engine.sync_engine, "before_cursor_execute")
+        def count(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+            if counts_statements(statement):
+                self.statements += 1
+
+    async def transaction(self, work: Callable[..., T], *args: Any, readonly: bool = False,
+                          single_statement: bool = False, first: bool = False, **kwargs: Any) -> T:
+        """`work(connection, *args, **kwargs)` in one transaction: committed if it returns (or raises
+        CommitThenRaise), rolled back if it raises; an unreachable database is ServerUnavailable.
+        `readonly` or `single_statement` runs it in autocommit (no BEGIN and COMMIT round trips);
+        `first` puts it ahead of the requests waiting for a connection."""
+        if kwargs:
+            work = functools.partial(work, **kwargs)
+        if not self.up:
+            raise unavailable()
+        try:
+            await self._queue.enter(QUEUE_WAIT_SECONDS, first)
+        except TimeoutError:  # busy for QUEUE_WAIT_SECONDS: the contract's limit
+            raise unavailable() from None
+        try:
+            result = await self._transaction(work, args, readonly or single_statement, readonly)
+        finally:
+            self._queue.leave()
+        return outcome(result)
+
+    async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.transaction(work, *args, readonly=True, **kwargs)
+
+    async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool, readonly: bool) -> T:
+        conn = self.engine.connect()
+        try:
+            await conn.start()
+        except Exception as exc:  # no connection: this request is answered 503 now
+            if isinstance(exc, TimeoutError):
+                # Slow to connect: an unreachable database, or only a stalled event loop or a
+                # loaded host? A fresh connection's answer decides before every request is refused.
+                self._check_liveness()
+            else:  # refused, reset: the database is not there
+                self._went_down(exc)
+            raise unavailable() from exc
+        self._reached = True
+        self._in_flight.add(conn)
+        if self._watch is None:
+            self._watch_from_now()
+        try:
+            if autocommit:
+                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: readonly})
+            async with conn.begin():
+                result = await conn.run_sync(run_unit, work, args)
+            self._finished += 1  # the database answered: progress, for the watchdog
+            return result
+        except Exception as exc:
+            if is_connection_lost(exc):
+                self._went_down(exc)
+            if is_unavailable(exc):
+                raise unavailable() from exc
+            self._finished += 1  # it answered, with an error of this request's own
+            raise
+        finally:
+            self._in_flight.discard(conn)
+            await conn.close()
+
+    def _watch_from_now(self) -> None:
+        self._finished_seen, self._quiet_since = self._finished, time.monotonic()
+        self._watch = asyncio.get_running_loop().call_later(WATCH_SECONDS, self._on_watch)
+
+    def _on_watch(self) -> None:
+        """The watchdog's tick: expire waits past their deadline; start a liveness check when units
+        are in flight and none finished for STALL_SECONDS; stop ticking when all is quiet."""
+        loop = asyncio.get_running_loop()
+        self._queue.expire(loop.time())
+        if not self._in_flight and not self._queue.waiting:
+            self._watch = None
+            return
+        now = time.monotonic()
+        if self._finished != self._finished_seen:
+            self._finished_seen, self._quiet_since = self._finished, now
+        elif self._in_flight and now - self._quiet_since >= STALL_SECONDS:
+            self._check_liveness()
+        self._watch = loop.call_later(WATCH_SECONDS, self._on_watch)
+
+    def _check_liveness(self) -> None:
+        """Start `_check_stalled`, unless a check is already under way."""
+        if self._liveness is None or self._liveness.done():
+            self._liveness = asyncio.ensure_future(self._check_stalled())
+
+    async def _check_stalled(self) -> None:
+        """Slow (do nothing) or cut off (down, and the units in flight end now)? A unit that
+        finished during the check also proves the database is there."""
+        finished = self._finished
+        try:
+            await self._answers()
+        except Exception as exc:  # noqa: BLE001 - whatever it is, PostgreSQL did not answer
+            if self._finished != finished:
+                return
+            self._went_down(exc)
+            for conn in list(self._in_flight):  # those that began meanwhile met the same network
+                _cut(conn)
+        else:
+            self._quiet_since = time.monotonic()  # alive: the next check only after another quiet spell
+
+    async def _answers(self) -> None:
+        """`SELECT 1` on a fresh connection outside the pool, within CONNECT_TIMEOUT_SECONDS; raises
+        if PostgreSQL does not answer. An answer that is an error (too many connections) counts."""
+        conn = None
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+                conn = await asyncpg.connect(asyncpg_dsn(self.url))
+                await conn.fetchval("SELECT 1")
+        except asyncpg.PostgresError:
+            pass
+        except BaseException:
+            if conn is not None:
+                conn.terminate()
+            raise
+        if conn is not None:
+            await close_quietly(conn)
+
+    def _went_down(self, exc: BaseException) -> None:
+        """A connection failed: answer 503 at once to every request that needs the database, those
+        waiting for a connection too, until the probe gets an answer (contract section 3)."""
+        if self.up:
+            self.up = False
+            # A warning for a server that had the database; a command that never reached it says so
+            # in its own one-line error, so this is only info there.
+            log.log(logging.WARNING if self._reached else logging.INFO,
+                    "the database is unreachable (%s); answering 503 until it answers again", type(exc).__name__)
+        self._queue.fail_all(unavailable)
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._reconnect())
+
+    def _came_back(self) -> None:
+        if not self.up:
+            self.up = True
+            log.info("the database answers again")
+
+    async def _reconnect(self) -> None:
+        """The probe: every PROBE_SECONDS, a fresh connection's answer, then a trivial query through
+        the pool, until one succeeds; then the database is up again, with no restart."""
+        while not self.up:
+            try:
+                await self._answers()
+            except Exception:  # noqa: BLE001 - still down
+                await asyncio.sleep(PROBE_SECONDS)
+                continue
+            try:
+                await self._queue.enter(QUEUE_WAIT_SECONDS, first=True)
+            except TimeoutError:
+                continue
+            try:
+                await self._transaction(select_one, (), True, True)
+            except Exception:  # noqa: BLE001, S110 - still down; the next round tries again
+                pass
+            else:
+                self._came_back()
+                return
+            finally:
+                self._queue.leave()
+            await asyncio.sleep(PROBE_SECONDS)
+
+    async def checkpoint(self) -> None:
+        """Nothing to do: PostgreSQL checkpoints itself."""
+
+    async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+        """True when the database answers a trivial query within `timeout` seconds, ahead of the
+        queue. While marked down it asks a fresh connection first; an answer ends the outage."""
+        if not self.up:
+            try:
+                await asyncio.wait_for(self._answers(), timeout)
+            except Exception:  # noqa: BLE001 - whatever it is, PostgreSQL did not answer
+                return False
+            self._came_back()
+        try:
+            await asyncio.wait_for(self.read(select_one, first=True), timeout)
+        except (ServerUnavailable, TimeoutError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        for task in (self._probe, self._liveness):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await self.engine.dispose()
+
+
+def _cut(conn: AsyncConnection) -> None:
+    """Abort the socket under a unit of work stuck on an unreachable database: it fails as on a
+    lost connection, and SQLAlchemy discards the connection instead of pooling it."""
+    sync = conn.sync_connection
+    if sync is not None and not sync.closed and not sync.invalidated:
+        driver = sync.connection.driver_connection
+        if driver is not None:
+            driver.terminate()
+

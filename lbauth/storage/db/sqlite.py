@@ -1,0 +1,464 @@
+"""SQLite: units of work on the event loop's own thread, on one connection per process that never
+waits, with statements sent straight to the DB-API cursor once SQLAlchemy has compiled them
+(docs/architecture.md, "Storage: transactions, the queue and outages")."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import IteratorResult, Row, make_url
+from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.sql import compiler
+from sqlalchemy.sql.elements import ClauseElement
+
+from lbauth.errors import ServerUnavailable
+from lbauth.storage.db.unit import (
+    READY_TIMEOUT_SECONDS,
+    counts_statements,
+    is_unavailable,
+    outcome,
+    run_unit,
+    select_one,
+    unavailable,
+)
+
+T = TypeVar("T")
+
+SQLITE_READERS = 2
+SQLITE_WRITE_WAIT = 5.0
+QUEUE_WAIT_SECONDS = 5.0
+_PLANS_MAX = 1_000  # compiled statements remembered per connection (SQLAlchemy's own cache holds 500)
+
+
+class _WouldWait(Exception):  # noqa: N818 - a signal, not an error
+    """SQLite is busy (another process holds the write lock): try again, or on a thread that may
+    wait. `busy` is the error to raise if the wait ends without a turn."""
+
+    def __init__(self, busy: BaseException) -> None:
+        super().__init__()
+        self.busy = busy
+
+    def error(self) -> BaseException:
+        if isinstance(self.busy, sqlite3.Error):  # wrapped only now: waits are retried often
+            return sa_exc.DBAPIError.instance("BEGIN IMMEDIATE", (), self.busy, sqlite3.Error)
+        return self.busy
+
+
+def _is_busy(exc: BaseException) -> bool:
+    orig = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    return "locked" in str(orig) or "busy" in str(orig)
+
+
+class SQLiteDatabase:
+    """The `Database` protocol on SQLite: one file, one writer at a time across processes."""
+
+    is_sqlite = True
+    up = True  # a local file has no connection to lose
+
+    def __init__(self, url: str, **_pool: Any) -> None:
+        self.url = url
+        self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
+        path = make_url(url).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created private; SQLite gives its -wal and -shm files the same mode.
+            os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+        sync_url = make_url(url).set(drivername="sqlite")
+        # The loop's own connection: never waits (busy timeout 0), never checkpoints.
+        self._loop_engine = create_engine(
+            sync_url, pool_size=1, max_overflow=0, pool_reset_on_return=None,
+            connect_args={"check_same_thread": False, "timeout": 0})
+        self._configure(self._loop_engine, busy_timeout_ms=0, autocheckpoint=False)
+        self._loop_conn: LoopConnection | None = None
+        # Worker threads, which may wait: reads that met SQLITE_BUSY, and checkpoints.
+        self.sync_engine = create_engine(
+            sync_url, pool_size=SQLITE_READERS, max_overflow=0, pool_timeout=QUEUE_WAIT_SECONDS,
+            pool_reset_on_return=None, connect_args={"check_same_thread": False, "timeout": 5})
+        self._configure(self.sync_engine)
+        self._threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="lbauth-sqlite")
+
+        @event.listens_for(self.sync_engine, "begin")
+        def on_begin(conn: Connection) -> None:  # the driver's own transaction handling is off
+            conn.exec_driver_sql("BEGIN")
+
+    def _configure(self, engine: Engine, busy_timeout_ms: int = 5000, autocheckpoint: bool = True) -> None:
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def count(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+            if counts_statements(statement):
+                self.statements += 1
+
+        @event.listens_for(engine, "connect")
+        def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+            # We issue BEGIN ourselves, so the driver's own transaction handling is off.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            pragmas = ["journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}", "synchronous=NORMAL"]
+            if not autocheckpoint:
+                pragmas.append("wal_autocheckpoint=0")
+            for pragma in pragmas:
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
+
+    async def transaction(self, work: Callable[..., T], *args: Any, readonly: bool = False,
+                          single_statement: bool = False, first: bool = False, **kwargs: Any) -> T:
+        """`work(connection, *args, **kwargs)` in one transaction: committed if it returns (or raises
+        CommitThenRaise), rolled back if it raises. Runs on the loop's connection; a write that finds
+        another process writing yields to the loop and tries again, a read meeting SQLITE_BUSY runs
+        on a thread that may wait. `single_statement` and `first` matter only on PostgreSQL."""
+        if kwargs:
+            work = functools.partial(work, **kwargs)
+        try:
+            try:
+                result = self._on_loop(work, args, readonly)
+            except _WouldWait as busy:
+                result = await self._wait_turn(work, args, readonly, busy)
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise unavailable() from exc
+            raise
+        return outcome(result)
+
+    async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.transaction(work, *args, readonly=True, **kwargs)
+
+    async def _wait_turn(self, work: Callable[..., T], args: tuple, readonly: bool, busy: _WouldWait) -> T:
+        """A write retries every fraction of a millisecond for up to SQLITE_WRITE_WAIT seconds
+        (SQLite's own busy handler sleeps in steps of up to 100 ms); a read goes to a thread."""
+        if readonly:
+            return await asyncio.get_running_loop().run_in_executor(self._threads, self._read_in_thread, work, args)
+        deadline, pause = time.monotonic() + SQLITE_WRITE_WAIT, 0.0
+        while True:
+            if time.monotonic() > deadline:
+                raise busy.error() from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2 or 0.0001, 0.004)
+            try:
+                return self._on_loop(work, args, readonly)
+            except _WouldWait as again:
+                busy = again
+
+    def _on_loop(self, work: Callable[..., T], args: tuple, readonly: bool) -> T:
+        """The unit of work on the loop's connection, or `_WouldWait` (before any effect) when
+        another process holds the write lock."""
+        conn = self._loop_conn
+        if conn is None or conn.closed or conn.invalidated:
+            if conn is not None:
+                conn.close()  # an invalidated connection goes back to the pool to be discarded
+            conn = self._loop_conn = LoopConnection(self._loop_engine, self)
+        try:
+            # A writer takes the write lock up front: a deferred transaction that reads and then
+            # writes can fail at once with SQLITE_BUSY instead of waiting out the busy timeout.
+            conn.dbapi.execute("BEGIN" if readonly else "BEGIN IMMEDIATE").close()
+        except sqlite3.Error as exc:
+            if _is_busy(exc):
+                raise _WouldWait(exc) from None
+            raise conn.wrap(exc, "BEGIN", ()) from exc
+        try:
+            result = run_unit(conn, work, args)
+        except sa_exc.OperationalError as exc:
+            conn.end(commit=False)
+            if readonly and _is_busy(exc):  # a read has no effect to undo: run it where it may wait
+                raise _WouldWait(exc) from exc
+            raise
+        except BaseException:
+            conn.end(commit=False)
+            raise
+        conn.end(commit=True)
+        return result
+
+    def _read_in_thread(self, work: Callable[..., T], args: tuple) -> T:
+        with self.sync_engine.connect() as conn, conn.begin():
+            return run_unit(conn, work, args)
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL back into the database file (and fsync) on a worker thread; the loop's
+        connection never does it. Run periodically by the server."""
+        def passive() -> None:
+            # Outside any transaction (a SQLAlchemy connection would BEGIN first); PASSIVE never
+            # waits for readers or writers.
+            raw = self.sync_engine.raw_connection()
+            try:
+                raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()  # type: ignore[union-attr]
+            finally:
+                raw.close()
+        await asyncio.get_running_loop().run_in_executor(self._threads, passive)
+
+    async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
+        """True when the database answers a trivial query."""
+        try:
+            await asyncio.wait_for(self.read(select_one), timeout)
+        except (ServerUnavailable, TimeoutError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._loop_conn is not None:
+            self._loop_conn.close()
+        self._loop_engine.dispose()
+        self._threads.shutdown(wait=True)
+        self.sync_engine.dispose()
+
+
+class LoopConnection(Connection):
+    """The connection units of work get on the event loop: a SQLAlchemy `Connection` whose
+    `execute` sends a statement straight to the DB-API cursor once SQLAlchemy has compiled it,
+    with SQLAlchemy's own bind and result processors (SQLAlchemy's execution layer costs several
+    times what SQLite takes to run the statement). Anything else goes through SQLAlchemy."""
+
+    def __init__(self, engine: Engine, database: SQLiteDatabase) -> None:
+        super().__init__(engine)
+        self.dbapi: sqlite3.Connection = self.connection.dbapi_connection  # type: ignore[assignment]
+        self._database = database
+        self._plans: dict[int, _Plan | None] = {}  # id(compiled) -> its plan, None when not ours to run
+        self._constants: dict[int, tuple[Any, tuple[str, ...], _Plan]] = {}  # id(statement) -> plan
+
+    def execute(self, statement: Any, parameters: Any = None, *, execution_options: Any = None) -> Any:
+        if execution_options is None and (parameters is None or type(parameters) is dict):
+            keys = tuple(sorted(parameters)) if parameters else ()
+            known = self._constants.get(id(statement))
+            try:
+                if known is not None and known[0] is statement and known[1] == keys:
+                    return known[2].run(self, known[2].values(parameters))
+                plan, values = self._plan(statement, parameters, keys)
+                if plan is not None:
+                    return plan.run(self, values)
+            except _Unbound:
+                pass
+        return super().execute(statement, parameters, execution_options=execution_options)
+
+    def scalar(self, statement: Any, parameters: Any = None, *, execution_options: Any = None) -> Any:
+        return self.execute(statement, parameters, execution_options=execution_options).scalar()
+
+    def scalars(self, statement: Any, parameters: Any = None, *, execution_options: Any = None) -> Any:
+        return self.execute(statement, parameters, execution_options=execution_options).scalars()
+
+    def _plan(self, statement: Any, parameters: Mapping[str, Any] | None,
+              keys: tuple[str, ...]) -> tuple[_Plan | None, list]:
+        """The statement's plan and its parameters, or (None, []) for SQLAlchemy to run it."""
+        if (getattr(type(statement), "_execute_on_connection", None) is not _CLAUSE_EXECUTION
+                or self._execution_options or self.engine._compiled_cache is None):
+            return None, []  # DDL, functions, lambdas: as SQLAlchemy runs them
+        compiled, extracted, param_dict, _ = statement._compile_w_cache(
+            dialect=self.dialect, compiled_cache=self.engine._compiled_cache, column_keys=list(keys),
+            for_executemany=False, schema_translate_map=None,
+            linting=self.dialect.compiler_linting | compiler.WARN_LINTING)
+        known = self._plans.get(id(compiled), _UNKNOWN)
+        if known is _UNKNOWN or (known is not None and known.compiled is not compiled):
+            if len(self._plans) >= _PLANS_MAX:
+                self._plans.clear()
+                self._constants.clear()
+            known = self._plans[id(compiled)] = _Plan.of(compiled, self.dialect)
+        if known is None:
+            return None, []
+        plan: _Plan = known
+        if not param_dict and compiled.cache_key is not None and extracted is compiled.cache_key.bindparams:
+            # The very statement that was compiled, as a module-level statement is: its values are
+            # known, and next time it is found by identity.
+            self._constants[id(statement)] = (statement, keys, plan)
+            return plan, plan.values(parameters)
+        try:
+            constructed = compiled.construct_params(parameters, extracted_parameters=extracted, escape_names=False,
+                                                    _collected_params=param_dict)
+        except sa_exc.InvalidRequestError as missing:
+            raise _Unbound from missing
+        return plan, [process(constructed[name]) if process else constructed[name]
+                      for name, _, _, process in plan.slots]
+
+    def wrap(self, error: Exception, statement: str, parameters: Any) -> Exception:
+        """A DB-API error as SQLAlchemy raises it (IntegrityError, OperationalError, ...)."""
+        invalidated = self.dialect.is_disconnect(error, self.connection, None)  # type: ignore[arg-type]
+        if invalidated:
+            self.invalidate(error)
+        return sa_exc.DBAPIError.instance(statement, parameters, error, sqlite3.Error,
+                                          connection_invalidated=invalidated, dialect=self.dialect)
+
+    def end(self, *, commit: bool) -> None:
+        """COMMIT or ROLLBACK, through SQLAlchemy if it began a transaction of its own around a
+        statement it ran."""
+        if self.invalidated:
+            return
+        try:
+            if self.in_transaction():
+                self.commit() if commit else self.rollback()
+            else:
+                self.dbapi.commit() if commit else self.dbapi.rollback()
+        except sqlite3.Error as exc:
+            if commit:
+                self.dbapi.rollback()
+            raise self.wrap(exc, "COMMIT" if commit else "ROLLBACK", ()) from exc
+
+
+_REQUIRED = object()
+_UNKNOWN: Any = object()
+
+
+class _Unbound(Exception):
+    """A parameter without a value."""
+
+
+_CLAUSE_EXECUTION = ClauseElement._execute_on_connection
+
+
+class _Plan:
+    """A compiled statement as the DB-API runs it: its SQL, where each parameter comes from, and
+    how its rows read (SQLAlchemy's result processors)."""
+
+    __slots__ = ("compiled", "sql", "slots", "metadata", "row")
+
+    def __init__(self, compiled: Any, slots: list[tuple[str, str, Any, Any]],
+                 metadata: SimpleResultMetaData | None, processors: list | None) -> None:
+        self.compiled, self.sql, self.slots, self.metadata = compiled, compiled.string, slots, metadata
+        if metadata is not None:
+            self.row = functools.partial(Row, metadata, processors, metadata._key_to_index)
+
+    @classmethod
+    def of(cls, compiled: Any, dialect: Any) -> _Plan | None:
+        """The plan, or None when the statement needs more of SQLAlchemy than parameters and rows:
+        Python-side defaults, expanding IN lists, implicit RETURNING, textual SQL."""
+        if (not compiled.positional or compiled.isplaintext or compiled.insert_prefetch or compiled.update_prefetch
+                or compiled.literal_execute_params or compiled.post_compile_params or compiled.implicit_returning
+                or compiled.schema_translate_map or compiled.for_executemany or compiled._render_postcompile
+                or compiled._collect_params or compiled.cache_key is None):
+            return None
+        if compiled._result_columns and (not compiled._ordered_columns or compiled._textual_ordered_columns
+                                         or compiled._ad_hoc_textual or compiled._loose_column_name_matching):
+            return None
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        processors = compiled._bind_processors
+        slots = []
+        for name in compiled.positiontup:
+            bind = binds[name]
+            if bind.callable:
+                return None  # a value computed at each execution
+            slots.append((name, bind.key, _REQUIRED if bind.required else bind.value, processors.get(name)))
+        metadata, processors = None, None
+        if compiled._result_columns:
+            columns = compiled._result_columns
+            processors = [column.type._cached_result_processor(dialect, None) for column in columns]
+            metadata = SimpleResultMetaData([column.keyname for column in columns], _processors=processors)
+            if not any(processors):
+                processors = None
+        return cls(compiled, slots, metadata, processors)
+
+    def values(self, parameters: Mapping[str, Any] | None) -> list:
+        """The positional parameters: those given (by key or compiled name), else the statement's own."""
+        given = parameters or {}
+        values = []
+        for name, key, own, process in self.slots:
+            if key in given:
+                value = given[key]
+            elif name in given:
+                value = given[name]
+            elif own is _REQUIRED:
+                raise _Unbound(key)  # SQLAlchemy runs it, and says which value is missing
+            else:
+                value = own
+            values.append(process(value) if process else value)
+        return values
+
+    def run(self, conn: LoopConnection, values: list) -> _Result:
+        conn._database.statements += 1
+        try:
+            cursor = conn.dbapi.execute(self.sql, values)
+        except sqlite3.Error as exc:
+            raise conn.wrap(exc, self.sql, values) from exc
+        try:
+            rows = cursor.fetchall() if self.metadata is not None else []
+            count = cursor.rowcount
+        except sqlite3.Error as exc:
+            raise conn.wrap(exc, self.sql, values) from exc
+        finally:
+            cursor.close()
+        return _Result(self, rows, count)
+
+
+class _Result:
+    """Rows already fetched, read as SQLAlchemy's own results are: `first`, `one`, `scalar`, `all`
+    and iteration here, anything else through SQLAlchemy's IteratorResult over the same rows.
+    The rows are SQLAlchemy `Row` objects."""
+
+    __slots__ = ("_plan", "_rows", "rowcount")
+
+    def __init__(self, plan: _Plan, rows: list, rowcount: int) -> None:
+        self._plan, self._rows, self.rowcount = plan, rows, rowcount
+
+    def _take(self) -> list:
+        if self._plan.metadata is None:
+            raise sa_exc.ResourceClosedError("This result object does not return rows. "
+                                             "It has been closed automatically.")
+        rows, self._rows = self._rows, []
+        return rows
+
+    def first(self) -> Row | None:
+        rows = self._take()
+        return self._plan.row(rows[0]) if rows else None
+
+    def one_or_none(self) -> Row | None:
+        rows = self._take()
+        if len(rows) > 1:
+            raise sa_exc.MultipleResultsFound("Multiple rows were found when one or none was required")
+        return self._plan.row(rows[0]) if rows else None
+
+    def one(self) -> Row:
+        row = self.one_or_none()
+        if row is None:
+            raise sa_exc.NoResultFound("No row was found when one was required")
+        return row
+
+    def scalar(self) -> Any:
+        row = self.first()
+        return row[0] if row is not None else None
+
+    def scalar_one_or_none(self) -> Any:
+        row = self.one_or_none()
+        return row[0] if row is not None else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def all(self) -> list[Row]:
+        return [self._plan.row(raw) for raw in self._take()]
+
+    fetchall = all
+
+    def fetchone(self) -> Row | None:
+        if self._plan.metadata is None:
+            self._take()
+        if not self._rows:
+            return None
+        return self._plan.row(self._rows.pop(0))
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.all())
+
+    def keys(self) -> Any:
+        return (self._plan.metadata or _NO_COLUMNS).keys
+
+    @property
+    def returns_rows(self) -> bool:
+        return self._plan.metadata is not None
+
+    def close(self) -> None:
+        self._rows = []
+
+    def __getattr__(self, name: str) -> Any:  # mappings(), scalars(), partitions(), ...
+        return getattr(self._sqlalchemy(), name)
+
+    def _sqlalchemy(self) -> IteratorResult:
+        rows = self._take()
+        assert self._plan.metadata is not None  # noqa: S101 - _take raised otherwise
+        return IteratorResult(self._plan.metadata, iter(rows))
+
+
+_NO_COLUMNS = SimpleResultMetaData([])

@@ -1,0 +1,211 @@
+"""Typed records: what the repository functions (lbauth.storage.repo) take and return.
+
+Frozen dataclasses, one per query shape, their fields named like the columns they hold and in the
+order their query selects them, so that a repository function builds one from a row by position,
+the cheapest conversion (`repo.shaped` checks the order once, at import).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, Final, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A user (contract section 4); the users table whole."""
+    id: str
+    email: str
+    name: str
+    avatar: str
+    bio: str
+    interest_tags: list[str]
+    password_hash: str
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """A registered app and its owner's email (spec section 1, contract section 2)."""
+    id: str
+    client_id: str
+    name: str
+    owner_id: str
+    client_secret_hash: str
+    redirect_uris: list[str]
+    scopes: list[str]
+    webhook_url: str | None
+    webhook_secret_sealed: str
+    webhook_disabled_at: int | None
+    created_at: int
+    updated_at: int
+    owner_email: str
+
+
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+KEEP: Final = _Keep.KEEP  # "leave as it is", where None is a value a column may take
+
+
+@dataclass(frozen=True, slots=True)
+class AppChanges:
+    """What to change in an app's settings; a field left at None (KEEP, for the nullable ones) is
+    not written, so concurrent changes of other settings are not undone."""
+    name: str | None = None
+    redirect_uris: list[str] | None = None
+    scopes: list[str] | None = None
+    webhook_url: str | None | Literal[_Keep.KEEP] = KEEP
+    webhook_disabled_at: int | None | Literal[_Keep.KEEP] = KEEP
+    client_secret_hash: str | None = None
+    webhook_secret_sealed: str | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The columns to write and their new values."""
+        changed = {}
+        for column in fields(self):
+            value = getattr(self, column.name)
+            if value is not KEEP and (value is not None or column.name in _NULLABLE):
+                changed[column.name] = value
+        return changed
+
+
+_NULLABLE = ("webhook_url", "webhook_disabled_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A user's live grant to an app, with the app-scoped user id (None until one is made)."""
+    id: str
+    app_id: str
+    user_id: str
+    scopes: list[str]
+    created_at: int
+    updated_at: int
+    revoked_at: int | None
+    asu: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UserGrant:
+    """A live grant as its user sees it (contract section 7): with the app's client id and name."""
+    id: str
+    app_id: str
+    user_id: str
+    scopes: list[str]
+    created_at: int
+    updated_at: int
+    revoked_at: int | None
+    client_id: str
+    app_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class CodeGrant:
+    """The live grant a code was just issued under, and that grant's scopes."""
+    grant_id: str
+    grant_scopes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """An authorization code (spec section 2), by digest."""
+    code_hash: str
+    app_id: str
+    user_id: str
+    grant_id: str
+    asu: str
+    redirect_uri: str
+    scopes: list[str]
+    code_challenge: str | None
+    created_at: int
+    expires_at: int
+    used_at: int | None
+    revoked_at: int | None
+    access_jti: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedCode:
+    """What a code redeemed just now was issued for (spec 4.3)."""
+    app_id: str
+    user_id: str
+    grant_id: str
+    asu: str
+    scopes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshToken:
+    """A refresh token (spec section 3), by digest."""
+    token_hash: str
+    app_id: str
+    user_id: str
+    grant_id: str
+    code_hash: str | None
+    asu: str
+    scopes: list[str]
+    created_at: int
+    expires_at: int
+    revoked_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A JWS signing key (contract section 8), its private part sealed under the master key."""
+    kid: str
+    alg: str
+    state: str
+    public_jwk: dict[str, Any]
+    private_key_sealed: str = field(repr=False)
+    created_at: int
+    activated_at: int | None
+    deactivated_at: int | None
+    retired_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    """An entry of the revocation check-list (contract section 7); `id` is the feed's cursor."""
+    id: int
+    grant_id: str | None
+    jti: str | None
+    revoked_at: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEvent:
+    """An event of the webhook outbox (contract section 10) and where its app wants it sent."""
+    id: str
+    app_id: str
+    event_type: str
+    reason: str
+    asu: str
+    payload: str
+    status: str
+    attempts: int
+    round_attempts: int
+    last_status: int | None
+    last_error: str | None
+    next_attempt_at: int | None
+    lease_until: int | None
+    created_at: int
+    delivered_at: int | None
+    client_id: str
+    webhook_url: str | None
+    webhook_secret_sealed: str = field(repr=False)
+    webhook_disabled_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAttempt:
+    """One delivery attempt of a webhook event."""
+    id: int
+    event_id: str
+    attempted_at: int
+    status: int | None
+    latency_ms: int
+    error: str | None

@@ -1,0 +1,237 @@
+"""The authorization server (lbauth/core/oauth): client authentication methods (RFC 6749 2.3),
+grant dispatch, the order of its errors (RFC 6749 5.2) and the statements each use case sends,
+on a temporary SQLite file with the frozen clock; no HTTP."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from lbauth import errors
+from lbauth.clock import FrozenClock
+from lbauth.core.accounts import users
+from lbauth.core.clients import apps
+from lbauth.core.oauth import authorize
+from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentials
+from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
+from lbauth.server import build_services
+from lbauth.services import Services
+from tests.conftest import START_TIME, make_settings
+
+REDIRECT_URI = "https://app.example/callback"
+
+
+def basic(client_id: str, secret: str) -> str:
+    return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+
+
+# ---- client authentication: which credentials a request presents (no database) ----------------------
+
+def credentials(authorization: str = "", **form: str) -> ClientCredentials:
+    return presented_credentials(CLIENT_AUTH_METHODS, authorization, form)
+
+
+def test_the_methods_are_basic_then_post():
+    assert [method.name for method in CLIENT_AUTH_METHODS] == ["client_secret_basic", "client_secret_post"]
+
+
+def test_client_secret_basic_decodes_form_encoded_credentials():
+    presented = credentials(basic("cid_a%3Ab", "s+e%25cret"))
+    assert (presented.client_id, presented.secret, presented.method) == ("cid_a:b", "s e%cret", "client_secret_basic")
+    assert "secret" not in repr(presented).replace("client_secret_basic", "")
+
+
+def test_client_id_beside_basic_must_name_the_same_client():
+    assert credentials(basic("cid_a", "s"), client_id="cid_a").client_id == "cid_a"
+    with pytest.raises(errors.ClientSecretMismatch, match="names another client"):
+        credentials(basic("cid_a", "s"), client_id="cid_b")
+
+
+@pytest.mark.parametrize(("authorization", "message"), [
+    ("Bearer abc", "Use HTTP Basic"),
+    ("Basic !!!", "malformed"),
+    ("Basic " + base64.b64encode(b"no-colon").decode(), "malformed"),
+    (basic("cid_a%00", "s"), "malformed"),
+])
+def test_unusable_basic_credentials_are_invalid_client(authorization, message):
+    with pytest.raises(errors.ClientSecretMismatch, match=message):
+        credentials(authorization)
+
+
+def test_two_methods_at_once_are_invalid_request():
+    with pytest.raises(errors.ValidationFailed, match="one client authentication method"):
+        credentials(basic("cid_a", "s"), client_secret="s")
+
+
+def test_client_secret_post_reads_the_form():
+    presented = credentials(client_id="cid_a", client_secret="s")
+    assert (presented.client_id, presented.secret, presented.method) == ("cid_a", "s", "client_secret_post")
+
+
+@pytest.mark.parametrize("form", [{}, {"client_id": "cid_a"}, {"client_secret": "s"},
+                                  {"client_id": "cid_a", "client_secret": ""}])
+def test_no_credentials_at_all_are_invalid_client(form):
+    with pytest.raises(errors.ClientSecretMismatch, match="Client authentication is required"):
+        credentials(**form)
+
+
+# ---- the server on a database ---------------------------------------------------------------------------
+
+@pytest.fixture
+def backend() -> str:
+    return "sqlite"  # the HTTP tests cover PostgreSQL; these stay fast
+
+
+@pytest.fixture
+async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
+    built = await build_services(make_settings(tmp_path, database_url), FrozenClock(START_TIME), announce=False)
+    try:
+        yield built
+    finally:
+        await built.db.close()
+
+
+class Party:
+    """A user and an app of theirs, with what it takes to issue codes."""
+
+    def __init__(self, services: Services, user_id: str, app: dict) -> None:
+        self.services, self.user_id, self.app = services, user_id, app
+        self.client = ClientCredentials(app["clientId"], app["clientSecret"], "client_secret_post")
+        self.wrong_client = ClientCredentials(app["clientId"], "lba_cs_wrong", "client_secret_post")
+
+    async def code(self, scope: tuple[str, ...] = ("userinfo", "memory.read")) -> str:
+        s = self.services
+        app = await authorize.load_client(s.db, self.app["clientId"], REDIRECT_URI)
+        request = authorize.check_api_request(app, REDIRECT_URI, list(scope), "state", None, None)
+        return await authorize.issue_code(s.db, s.clock, request, self.user_id, s.settings.code_ttl)
+
+    def code_params(self, code: str) -> dict[str, str]:
+        return {"code": code, "redirect_uri": REDIRECT_URI}
+
+
+async def party(services: Services, email: str) -> Party:
+    user = await users.create_user(services.db, services.clock, email=email, name="U", password="x" * 12)
+    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
+                                name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
+    return Party(services, user["userId"], app)
+
+
+@pytest.fixture
+async def alice(services: Services) -> Party:
+    return await party(services, "alice@example.com")
+
+
+async def counted(services: Services, work) -> tuple[object, int]:
+    """What `work()` returns or raises, and how many SQL statements it sent."""
+    before = services.db.statements
+    try:
+        result = await work()
+    except errors.LbauthError as error:
+        result = error
+    return result, services.db.statements - before
+
+
+def test_grant_dispatch(services):
+    oauth = services.oauth
+    assert list(oauth.grants) == ["authorization_code", "refresh_token"]
+    assert isinstance(oauth.grant("authorization_code"), AuthorizationCodeGrant)
+    assert isinstance(oauth.grant("refresh_token"), RefreshTokenGrant)
+    for unsupported in ("password", "client_credentials", ""):
+        with pytest.raises(errors.GrantTypeInvalid, match="Supported grant types: authorization_code, refresh_token."):
+            oauth.grant(unsupported)
+
+
+async def test_a_code_exchange_authenticates_the_client_inside_the_redeem_statement(services, alice):
+    oauth = services.oauth
+    code = await alice.code()
+    token_set, statements = await counted(services, lambda: oauth.token(
+        oauth.grant("authorization_code"), alice.client, alice.code_params(code)))
+    assert statements == 2  # SQLite: claim the code (client matched by digest), store the refresh token
+    assert token_set.scopes == ("userinfo", "memory.read") and token_set.expires_in == 7200
+    claims = services.tokens.check(token_set.access_token)
+    assert (claims["sub"], claims["client_id"], claims["iat"]) == (alice.user_id, alice.app["clientId"], START_TIME)
+    error, _ = await counted(services, lambda: oauth.token(
+        oauth.grant("authorization_code"), alice.client, alice.code_params(code)))
+    assert isinstance(error, errors.CodeUsed)
+
+
+async def test_a_bad_client_hears_invalid_client_before_any_grant_error(services, alice):
+    oauth = services.oauth
+    code_grant, refresh_grant = oauth.grant("authorization_code"), oauth.grant("refresh_token")
+    code = await alice.code()
+    refused = [
+        (code_grant, {"redirect_uri": REDIRECT_URI}),  # no code
+        (code_grant, alice.code_params("lba_ac_unknown")),
+        (code_grant, {**alice.code_params(code), "redirect_uri": REDIRECT_URI + "x"}),
+        (refresh_grant, {}),  # no refresh token
+        (refresh_grant, {"refresh_token": "lba_rt_unknown", "scope": "no-such-scope"}),
+    ]
+    for grant, params in refused:
+        error, _ = await counted(services, lambda g=grant, p=params: oauth.token(g, alice.wrong_client, p))
+        assert isinstance(error, errors.ClientSecretMismatch), (grant.grant_type, params)
+    # The same requests from the right client hear what is wrong with the grant.
+    expected = [errors.ValidationFailed, errors.CodeInvalid, errors.RedirectUriMismatch, errors.ValidationFailed,
+                errors.ScopeInvalid]
+    for (grant, params), cls in zip(refused, expected, strict=True):
+        error, _ = await counted(services, lambda g=grant, p=params: oauth.token(g, alice.client, p))
+        assert type(error) is cls, (grant.grant_type, params, error)
+    # None of it used the code up.
+    token_set, _ = await counted(services, lambda: oauth.token(code_grant, alice.client, alice.code_params(code)))
+    assert not isinstance(token_set, errors.LbauthError)
+
+
+async def test_an_unknown_client_and_a_wrong_secret_get_the_same_answer(services, alice):
+    unknown = ClientCredentials("cid_unknown", alice.app["clientSecret"], "client_secret_post")
+    for client in (unknown, alice.wrong_client):
+        error, statements = await counted(services, lambda c=client: services.oauth.authenticate(c))
+        assert isinstance(error, errors.ClientSecretMismatch)
+        assert error.message == "The client credentials are not valid."
+        assert statements == 1
+    app, _ = await counted(services, lambda: services.oauth.authenticate(alice.client))
+    assert app.client_id == alice.app["clientId"]
+
+
+async def test_a_refresh_is_one_statement_and_may_narrow_the_scopes(services, alice):
+    oauth = services.oauth
+    first = await oauth.token(oauth.grant("authorization_code"), alice.client, alice.code_params(await alice.code()))
+    refresh_grant = oauth.grant("refresh_token")
+    narrowed, statements = await counted(services, lambda: oauth.token(
+        refresh_grant, alice.client, {"refresh_token": first.refresh_token, "scope": "memory.read"}))
+    assert statements == 1
+    assert narrowed.scopes == ("memory.read",) and narrowed.refresh_token == first.refresh_token
+    wider, _ = await counted(services, lambda: oauth.token(
+        refresh_grant, alice.client, {"refresh_token": first.refresh_token, "scope": "userinfo chat.write"}))
+    assert isinstance(wider, errors.ScopeInvalid)
+
+
+async def test_a_refresh_token_is_bound_to_its_client(services, alice):
+    bob = await party(services, "bob@example.com")
+    oauth = services.oauth
+    first = await oauth.token(oauth.grant("authorization_code"), alice.client, alice.code_params(await alice.code()))
+    error, _ = await counted(services, lambda: oauth.token(
+        oauth.grant("refresh_token"), bob.client, {"refresh_token": first.refresh_token}))
+    assert isinstance(error, errors.RefreshTokenInvalid)
+    code = await alice.code()
+    error, _ = await counted(services, lambda: oauth.token(
+        oauth.grant("authorization_code"), bob.client, alice.code_params(code)))
+    assert isinstance(error, errors.CodeInvalid)
+
+
+async def test_revocation_and_introspection_authenticate_the_client_once(services, alice):
+    oauth = services.oauth
+    token_set = await oauth.token(oauth.grant("authorization_code"), alice.client,
+                                  alice.code_params(await alice.code()))
+    answer, statements = await counted(services, lambda: oauth.introspect(alice.client, token_set.refresh_token))
+    assert answer["active"] is True and answer["client_id"] == alice.app["clientId"]
+    assert statements == 2  # the client, then the refresh token
+    error, _ = await counted(services, lambda: oauth.revoke(alice.wrong_client, token_set.refresh_token))
+    assert isinstance(error, errors.ClientSecretMismatch)
+    await oauth.revoke(alice.client, token_set.refresh_token)
+    assert await oauth.introspect(alice.client, token_set.refresh_token) == {"active": False}
+    assert await oauth.introspect(alice.client, token_set.access_token) == {"active": False}
+    with pytest.raises(errors.TokenRevoked):
+        services.tokens.check(token_set.access_token)

@@ -1,0 +1,27 @@
+"""Access tokens are signed by `Signer.sign` (lbauth.core.crypto.keys): the same compact JWS that
+`jwt.encode` makes, for every signing algorithm (contract section 8)."""
+
+from __future__ import annotations
+
+import jwt
+import pytest
+
+from lbauth.core.crypto.keys import Signer, generate_private_key
+
+CLAIMS = {"iss": "https://auth.example", "aud": "https://api.example", "sub": "asu_1", "client_id": "c",
+          "scope": "userinfo email", "iat": 1_900_000_000, "exp": 1_900_000_900, "jti": "j", "gid": "gnt_1",
+          "asu": "asu_1", "name": "Zoë"}
+
+
+@pytest.mark.parametrize("alg", ["ES256", "RS256", "EdDSA"])
+def test_a_signed_token_is_what_pyjwt_makes(alg: str) -> None:
+    key = generate_private_key(alg)
+    token = Signer("kid-1", alg, key).sign(CLAIMS, typ="at+jwt")
+    expected = jwt.encode(CLAIMS, key, algorithm=alg, headers={"kid": "kid-1", "typ": "at+jwt"})
+    if alg == "ES256":  # ECDSA signatures are randomized: the same header and payload, and it verifies
+        assert token.rsplit(".", 1)[0] == expected.rsplit(".", 1)[0]
+    else:
+        assert token == expected
+    assert jwt.get_unverified_header(token) == {"alg": alg, "kid": "kid-1", "typ": "at+jwt"}
+    assert jwt.decode(token, key.public_key(), algorithms=[alg], audience="https://api.example",
+                      options={"verify_iat": False, "verify_exp": False}) == CLAIMS

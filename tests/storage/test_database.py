@@ -1,0 +1,142 @@
+"""The Database protocol on both backends (lbauth.storage.db): units of work commit when they
+return, roll back when they raise, commit and then raise on CommitThenRaise; read, ping,
+checkpoint, close and the statement count. No HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+from sqlalchemy import Connection, func, insert, select, update
+
+from lbauth.errors import ServerUnavailable
+from lbauth.storage.db import CommitThenRaise, Database, open_database
+from lbauth.storage.db import sqlite as sqlite_module
+from lbauth.storage.models import users
+
+
+class Refused(Exception):
+    pass
+
+
+def add_user(conn: Connection, user_id: str) -> None:
+    conn.execute(insert(users).values(id=user_id, email=f"{user_id}@example.com", name="N", password_hash="-",
+                                      created_at=1))
+
+
+def names(conn: Connection) -> list[str]:
+    return list(conn.execute(select(users.c.id).order_by(users.c.id)).scalars())
+
+
+async def test_a_unit_that_returns_is_committed(db: Database) -> None:
+    def work(conn: Connection) -> str:
+        add_user(conn, "usr_a")
+        return "done"
+
+    assert await db.transaction(work) == "done"
+    assert await db.read(names) == ["usr_a"]
+
+
+async def test_a_unit_that_raises_is_rolled_back(db: Database) -> None:
+    def work(conn: Connection) -> None:
+        add_user(conn, "usr_a")
+        raise Refused
+
+    with pytest.raises(Refused):
+        await db.transaction(work)
+    assert await db.read(names) == []
+
+
+async def test_commit_then_raise_commits_and_raises_the_wrapped_error(db: Database) -> None:
+    def work(conn: Connection, user_id: str, *, note: str) -> None:
+        add_user(conn, user_id)
+        raise CommitThenRaise(Refused(note))
+
+    with pytest.raises(Refused, match="kept"):
+        await db.transaction(work, "usr_b", note="kept")
+    assert await db.read(names) == ["usr_b"]
+
+
+async def test_single_statement_and_first_behave_as_a_transaction(db: Database) -> None:
+    await db.transaction(add_user, "usr_c", single_statement=True)
+    await db.transaction(add_user, "usr_d", first=True)
+    assert await db.read(names) == ["usr_c", "usr_d"]
+
+
+async def test_read_passes_arguments_and_keywords(db: Database) -> None:
+    def count_like(conn: Connection, prefix: str, *, suffix: str) -> int:
+        return conn.execute(select(func.count()).select_from(users)
+                            .where(users.c.id.like(prefix + "%" + suffix))).scalar_one()
+
+    await db.transaction(lambda conn: [add_user(conn, u) for u in ("usr_x1", "usr_x2", "usr_y1")])
+    assert await db.read(count_like, "usr_x", suffix="2") == 1
+
+
+async def test_statements_are_counted_without_transaction_control(db: Database) -> None:
+    def three(conn: Connection) -> None:
+        add_user(conn, "usr_s")
+        conn.execute(update(users).where(users.c.id == "usr_s").values(name="M"))
+        conn.execute(select(users.c.name)).all()
+
+    before = db.statements
+    await db.transaction(three)
+    assert db.statements - before == 3
+    before = db.statements
+    await db.read(names)
+    assert db.statements - before == 1
+
+
+async def test_ping_checkpoint_and_close(database_url: str) -> None:
+    db = open_database(database_url)
+    assert await db.ping() is True
+    await db.transaction(add_user, "usr_p")
+    await db.checkpoint()
+    assert db.up is True
+    await db.close()
+
+
+async def test_an_unreachable_postgresql_is_unavailable_then_down() -> None:
+    db = open_database("postgresql+asyncpg://postgres@127.0.0.1:9/none")
+    try:
+        with pytest.raises(ServerUnavailable) as refused:
+            await db.read(names)
+        assert refused.value.headers["Retry-After"] == "5"
+        assert db.up is False
+        assert await db.ping(timeout=0.3) is False
+        with pytest.raises(ServerUnavailable):  # down: refused at once, without a connection
+            await db.transaction(add_user, "usr_z")
+    finally:
+        await db.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_a_sqlite_write_waits_for_another_writer(database_url: str) -> None:
+    """Another process holding the write lock: the unit yields to the loop and tries again."""
+    db = open_database(database_url)
+    other = sqlite3.connect(database_url.split("///", 1)[1], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.05, other.execute, "COMMIT")
+        await db.transaction(add_user, "usr_w")
+        assert await db.read(names) == ["usr_w"]
+    finally:
+        other.close()
+        await db.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_a_sqlite_write_that_never_gets_its_turn_is_unavailable(database_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_module, "SQLITE_WRITE_WAIT", 0.2)
+    db = open_database(database_url)
+    other = sqlite3.connect(database_url.split("///", 1)[1], isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(ServerUnavailable):
+            await db.transaction(add_user, "usr_w")
+        other.execute("ROLLBACK")
+        assert await db.read(names) == []
+    finally:
+        other.close()
+        await db.close()

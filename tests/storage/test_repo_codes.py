@@ -1,0 +1,87 @@
+"""Codes (spec section 2, contract 5): issued under the live grant, redeemed at most once, and the
+redemption stores the refresh token it issues."""
+
+from __future__ import annotations
+
+from lbauth.storage import Connection
+from lbauth.storage.db import Database
+from lbauth.storage.records import ClaimedCode, Code, CodeGrant, RefreshToken
+from lbauth.storage.repo import codes as codes_repo
+from lbauth.storage.repo import tokens as tokens_repo
+from tests.storage.conftest import NOW, Granted
+
+CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+
+
+async def _issue(db: Database, granted: Granted, code_hash: str = "c" * 64, challenge: str | None = None,
+                 expires_at: int = NOW + 300) -> None:
+    await db.transaction(codes_repo.insert_code, code_hash=code_hash, app_id=granted.app.id,
+                         user_id=granted.user.id, grant_id=granted.grant_id, asu=granted.asu,
+                         redirect_uri="https://app.example/cb", scopes=["userinfo"], code_challenge=challenge,
+                         now=NOW, expires_at=expires_at)
+
+
+def _redeem_args(**overrides: object) -> dict[str, object]:
+    return {"code_hash": "c" * 64, "client_id": "cid_1", "client_secret_hash": "s" * 64,
+            "redirect_uri": "https://app.example/cb", "challenge": None, "now": NOW + 10, "access_jti": "jti-1",
+            "refresh_hash": "r" * 64, "refresh_expires_at": NOW + 86400, **overrides}
+
+
+async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -> None:
+    await _issue(db, granted)
+
+    first = await db.transaction(codes_repo.redeem, **_redeem_args())
+    again = await db.transaction(codes_repo.redeem, **_redeem_args(access_jti="jti-2", refresh_hash="q" * 64))
+
+    assert first == ClaimedCode(app_id=granted.app.id, user_id=granted.user.id, grant_id=granted.grant_id,
+                                asu=granted.asu, scopes=["userinfo"])
+    assert again is None
+    code = await db.read(codes_repo.by_hash, "c" * 64)
+    assert isinstance(code, Code)
+    assert (code.used_at, code.access_jti) == (NOW + 10, "jti-1")
+    stored = await db.read(tokens_repo.by_hash, "r" * 64)
+    assert stored == RefreshToken(token_hash="r" * 64, app_id=granted.app.id, user_id=granted.user.id,
+                                  grant_id=granted.grant_id, code_hash="c" * 64, asu=granted.asu,
+                                  scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None)
+    assert await db.read(tokens_repo.by_hash, "q" * 64) is None
+
+
+async def test_a_failed_check_claims_nothing(db: Database, granted: Granted) -> None:
+    await _issue(db, granted, challenge=CHALLENGE)
+    refused = [_redeem_args(client_secret_hash="x" * 64, challenge=CHALLENGE),
+               _redeem_args(client_id="cid_other", challenge=CHALLENGE),
+               _redeem_args(redirect_uri="https://app.example/other", challenge=CHALLENGE),
+               _redeem_args(challenge=None),
+               _redeem_args(challenge="A" * 43),
+               _redeem_args(challenge=CHALLENGE, now=NOW + 300)]  # expired: expires_at is not after now
+    for args in refused:
+        assert await db.transaction(codes_repo.redeem, **args) is None, args
+
+    code = await db.read(codes_repo.by_hash, "c" * 64)
+    assert code is not None and code.used_at is None and code.access_jti is None
+    assert await db.read(tokens_repo.by_hash, "r" * 64) is None
+    assert await db.transaction(codes_repo.redeem, **_redeem_args(challenge=CHALLENGE)) is not None
+
+
+async def test_a_revoked_code_cannot_be_redeemed(db: Database, granted: Granted) -> None:
+    await _issue(db, granted)
+    await db.transaction(codes_repo.revoke_for_grant, granted.grant_id, NOW + 1)
+
+    assert await db.transaction(codes_repo.redeem, **_redeem_args()) is None
+    code = await db.read(codes_repo.by_hash, "c" * 64)
+    assert code is not None and code.revoked_at == NOW + 1
+
+
+async def test_a_code_under_the_live_grant_in_one_statement(db: Database, granted: Granted) -> None:
+    def issue(conn: Connection, user_id: str) -> CodeGrant | None:
+        return codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=granted.app.id, code_hash="d" * 64,
+                                                 redirect_uri="https://app.example/cb", scopes=["profile"],
+                                                 challenge=CHALLENGE, now=NOW, expires_at=NOW + 300)
+
+    assert await db.transaction(issue, "usr_nobody") is None
+    assert await db.transaction(issue, granted.user.id) == CodeGrant(grant_id=granted.grant_id,
+                                                                      grant_scopes=["userinfo"])
+    code = await db.read(codes_repo.by_hash, "d" * 64)
+    assert code is not None
+    assert (code.grant_id, code.asu, code.scopes, code.code_challenge) == (granted.grant_id, granted.asu,
+                                                                           ["profile"], CHALLENGE)
