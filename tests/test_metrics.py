@@ -4,6 +4,8 @@ production; absent when no token is configured)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -94,18 +96,33 @@ async def test_production_needs_the_metrics_token(tmp_path, database_url):
 
 
 async def test_workers_share_their_counts(tmp_path, database_url):
-    """With two workers, every scrape reports the sum over both, whichever worker answers it."""
+    """With two workers, every scrape reports the sum over both, whichever worker answers it.
+
+    A worker counts a request in on_finish, just after the response is written, so the client can
+    read a response a moment before its count lands: wait for the counts to settle, then every
+    scrape, whichever worker answers it, must report the same sum.
+    """
     from tests.processes import ServerProcess
     server = await ServerProcess(database_url, tmp_path, workers="2").start()
+
+    async def healthz_count() -> float:
+        samples = await scrape(server)
+        return value(samples, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
+
+    async def settled_at(expected: float) -> None:
+        for _ in range(50):
+            if await healthz_count() == expected:
+                return
+            await asyncio.sleep(0.05)
+        assert await healthz_count() == expected
+
     try:
-        before = await scrape(server)
+        await settled_at(1)  # start() saw exactly one 200 from /healthz
         for _ in range(40):  # keep-alive off: the kernel spreads new connections over the workers
             r = await server.client.get("/healthz", headers={"Connection": "close"})
             assert r.status == 200
+        await settled_at(41)
         for _ in range(6):
-            after = await scrape(server)
-            healthz = value(after, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
-            assert healthz - value(before, "lbauth_http_requests_total", route="/healthz", method="GET",
-                                   status="200") == 40
+            assert await healthz_count() == 41
     finally:
         server.stop()
