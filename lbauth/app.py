@@ -18,6 +18,13 @@ _access_log = logging.getLogger("lbauth.access")
 ROUTES = [
     # API ({base_url}): the spec's endpoints and ours, enveloped
     (r"/api/auth/login", account.LoginHandler),
+    (r"/api/auth/logout", account.LogoutHandler),
+    (r"/api/account", account.AccountHandler),
+    (r"/api/account/profile", account.ProfileHandler),
+    (r"/api/account/password", account.PasswordHandler),
+    (r"/api/account/sessions", account.SessionsHandler),
+    (r"/api/account/sessions/end-others", account.EndOtherSessionsHandler),
+    (r"/api/account/sessions/([^/]+)", account.SessionHandler),
     (r"/api/auth/authorizations", account.AuthorizationsHandler),
     (r"/api/auth/authorizations/([^/]+)", account.AuthorizationHandler),
     (r"/api/oauth/revocations", account.RevocationFeedHandler),

@@ -19,13 +19,14 @@ from sqlalchemy.engine import make_url
 from lbauth import demo, logs
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
-from lbauth.core.accounts import users
+from lbauth.core.accounts import accounts, users
 from lbauth.core.clients import apps, outbox
 from lbauth.core.clients.apps import AppPolicy
 from lbauth.core.crypto import keys
 from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
 from lbauth.core.crypto.reseal import master_keys_for
+from lbauth.core.oauth.revocation import ServerCheckList
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
@@ -111,8 +112,32 @@ async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict
 
 async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        session = await users.login(db, SystemClock(), settings.user_token_ttl, args.email, args.password)
+        session = await accounts.sign_in(db, SystemClock(), settings.user_token_ttl, args.email, args.password)
         return {"token": session.token, "expiresIn": session.expires_in}
+    return await with_database(settings, work)
+
+
+def _accounts(db: Database, settings: Settings) -> accounts.Accounts:
+    """The account use cases for one command: its check-list is only for what the command writes."""
+    return accounts.Accounts(db, SystemClock(), settings, ServerCheckList(max_age=None))
+
+
+async def cmd_users_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await with_database(settings, lambda db: _accounts(db, settings).list_users())
+
+
+async def cmd_users_disable(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: _accounts(db, settings).disable(args.email))
+
+
+async def cmd_users_enable(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: _accounts(db, settings).enable(args.email))
+
+
+async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict:
+    async def work(db: Database) -> dict:
+        result = await _accounts(db, settings).delete(args.email)
+        return {k: result[k] for k in ("userId", "email", "status")}
     return await with_database(settings, work)
 
 
@@ -236,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(u, "token", cmd_users_token, "log in and print a user token (as POST /api/auth/login)")
     p.add_argument("--email", required=True)
     p.add_argument("--password", required=True)
+    command(u, "list", cmd_users_list, "list the accounts (deleted ones are gone)")
+    p = command(u, "disable", cmd_users_disable, "disable an account: sessions ended, tokens refused, grants kept")
+    p.add_argument("email", metavar="EMAIL")
+    p = command(u, "enable", cmd_users_enable, "enable a disabled account (its old tokens stay refused)")
+    p.add_argument("email", metavar="EMAIL")
+    p = command(u, "delete", cmd_users_delete, "delete an account: grants revoked, personal data erased")
+    p.add_argument("email", metavar="EMAIL")
 
     a = sub.add_parser("apps", help="registered applications").add_subparsers(dest="apps_command",
                                                                                metavar="COMMAND", required=True)

@@ -260,3 +260,19 @@ class LoginFailed(LbauthError):
 
 class Conflict(LbauthError):
     status, sub_code, message = 409, "request.conflict", "The resource already exists."
+
+
+# ---- accounts and sessions (contract 16) ------------------------------------------------------------
+
+class SessionNotFound(LbauthError):
+    """Also for another user's session: its existence is never confirmed."""
+    status, sub_code, message = 404, "auth.session.not_found", "No such session of yours."
+
+
+class PasswordWeak(LbauthError):
+    sub_code = "account.password.weak"
+    message = "The new password must be at least 10 characters and must not be your email."
+
+
+class UserNotFound(LbauthError):
+    status, sub_code, message = 404, "user.not_found", "No user has this email."

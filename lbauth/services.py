@@ -1,6 +1,6 @@
 """What one server process shares between its handlers: settings, the clock, the database, the
-master keys, the current signing key ring, the revocation check-list, the token minter and the
-authorization server. Handlers receive it through `initialize`."""
+master keys, the current signing key ring, the revocation check-list, the token minter, the
+authorization server and the accounts (users, sessions). Handlers receive it through `initialize`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
-from lbauth.core.accounts.users import Profiles
+from lbauth.core.accounts.accounts import Accounts
 from lbauth.core.clients.apps import AppPolicy
 from lbauth.core.crypto.keys import KeyRing, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
@@ -39,7 +39,7 @@ class Services:
         self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist)
-        self.profiles = Profiles(self.db, self.clock)
+        self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
 

@@ -34,7 +34,7 @@ from sqlalchemy import select
 from tornado.httpclient import HTTPClientError
 
 from lbauth.clock import SystemClock
-from lbauth.core.accounts import users
+from lbauth.core.accounts import accounts
 from lbauth.core.clients import outbox
 from lbauth.core.crypto import opaque
 from lbauth.core.oauth import authorize
@@ -201,7 +201,7 @@ async def test_sigkill_twice_during_exchanges_refreshes_revocations_and_deliveri
     cases: list[Case] = []
     for u in range(USERS):
         user = await seed.create_user()
-        session = await users.login(seed.db, seed.clock, 3600, user["email"], user["password"])
+        session = await accounts.sign_in(seed.db, seed.clock, 3600, user["email"], user["password"])
         for a in range(APPS):
             app = await seed.create_app(user["email"], name=f"App {u}-{a}", webhook_url=receiver.url)
             redirect_uri = app["redirectUris"][0]

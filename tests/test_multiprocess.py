@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from tornado.httpclient import HTTPClientError
 
 from lbauth.clock import FrozenClock, SystemClock
-from lbauth.core.accounts import users
+from lbauth.core.accounts import accounts
 from lbauth.core.clients import outbox
 from lbauth.core.oauth import authorize
 from lbauth.storage.db import open_database
@@ -111,7 +111,7 @@ async def test_sigkill_during_a_burst_of_200_revocations_loses_no_event(tmp_path
         request = authorize.check_api_request(loaded, redirect_uri, ["userinfo"], None, None, None)
         await authorize.issue_code(seed.db, seed.clock, request, user["userId"], 300)
         client_ids.append(app["clientId"])
-    session = await users.login(seed.db, seed.clock, 3600, user["email"], user["password"])
+    session = await accounts.sign_in(seed.db, seed.clock, 3600, user["email"], user["password"])
     seed.client.close()
     await seed.running.stop()
 

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from lbauth.clock import SystemClock
-from lbauth.core.accounts import users
+from lbauth.core.accounts import accounts, users
 from lbauth.core.clients import apps, outbox
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.masterkey import load_master_keys
@@ -269,7 +269,7 @@ class Deployment:
             await users.create_user(db, clock, email=email, name="Bench", password="bench-password")
             app = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
                                         name="Bench", owner_email=email, redirect_uris=[REDIRECT])
-            session = await users.login(db, clock, 86400, email, "bench-password")
+            session = await accounts.sign_in(db, clock, 86400, email, "bench-password")
             row = await authorize.load_client(db, app["clientId"], REDIRECT)
             request = authorize.check_api_request(row, REDIRECT, ["userinfo"], None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id
@@ -416,7 +416,7 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         await users.create_user(db, clock, email=email, name="S", password="statement-pass")
         app = await apps.create_app(db, clock, running.services.master_keys, apps.AppPolicy(development=True),
                                     name="S", owner_email=email, redirect_uris=[REDIRECT])
-        session = await users.login(db, clock, 3600, email, "statement-pass")
+        session = await accounts.sign_in(db, clock, 3600, email, "statement-pass")
 
         async def call(method: str, path: str, body: bytes | None, headers: dict) -> tuple[dict, int]:
             before = db.statements

@@ -105,7 +105,7 @@ async def seed_users(database_url: str, files: list[Path]) -> None:
 
     from lbauth.core.crypto import opaque
     from lbauth.storage.db import open_database
-    from lbauth.storage.models import user_tokens, users
+    from lbauth.storage.models import sessions, users
     db = open_database(database_url)
     now = int(time.time())
     try:
@@ -114,10 +114,11 @@ async def seed_users(database_url: str, files: list[Path]) -> None:
             ids = [f"usr_soak{n}x{i}" for i in range(USERS)]
             user_rows = [dict(id=u, email=f"{u}@soak.example", name="Soak", avatar="", bio="", interest_tags=[],
                               password_hash="-", created_at=now) for u in ids]
-            token_rows = [dict(token_hash=opaque.digest(t), user_id=u, created_at=now, expires_at=now + 86400)
-                          for t, u in zip(tokens, ids, strict=True)]
+            token_rows = [dict(id=opaque.new_id("ses_"), token_hash=opaque.digest(t), user_id=u, kind="api",
+                               created_at=now, last_used_at=now, expires_at=now + 86400, user_agent="soak",
+                               ip_address="127.0.0.1") for t, u in zip(tokens, ids, strict=True)]
             await db.transaction(lambda c, u=user_rows, t=token_rows: (c.execute(insert(users), u),
-                                                                       c.execute(insert(user_tokens), t)))
+                                                                       c.execute(insert(sessions), t)))
             path.write_text("\n".join(tokens) + "\n")
     finally:
         await db.close()

@@ -1,8 +1,13 @@
-"""A user's own API (contract sections 4 and 7): login, and the apps they have authorized."""
+"""A user's own API (contract sections 4, 7 and 16): signing in and out, sessions, the profile,
+the password, leaving, and the apps they have authorized. Every endpoint but login takes a user
+token (`Authorization: Bearer lba_ut_...`)."""
 
 from __future__ import annotations
 
-from lbauth.core.accounts import users
+from typing import Any
+
+from lbauth.core.accounts.accounts import profile_of
+from lbauth.core.accounts.sessions import API, SignedIn
 from lbauth.core.fields import require
 from lbauth.core.oauth import revocation
 from lbauth.errors import ValidationFailed
@@ -10,37 +15,100 @@ from lbauth.handlers.base import BaseHandler, CorsHandler
 
 
 class LoginHandler(BaseHandler):
-    """POST /api/auth/login {email, password} -> {token, expiresIn}: a `lba_ut_` user token."""
+    """POST /api/auth/login {email, password} -> {token, expiresIn}: a `lba_ut_` user token, an
+    `api` session (contract 16)."""
 
     async def post(self) -> None:
-        email, password = require(self.json_body(), "email", "password")
-        if not isinstance(email, str) or not isinstance(password, str):
-            raise ValidationFailed("email and password must be strings")
+        email, password = strings(self.json_body(), "email", "password")
         self.limit_login(email)
-        s = self.services
-        session = await users.login(s.db, s.clock, s.settings.user_token_ttl, email, password)
+        session = await self.services.accounts.sign_in(email, password, kind=API, user_agent=self.user_agent(),
+                                                       ip_address=self.request.remote_ip or "")
         self.send_data({"token": session.token, "expiresIn": session.expires_in})
 
 
 class UserTokenHandler(BaseHandler):
-    async def bearer_user(self):
-        return await users.user_for_token(self.services.db, self.services.clock, self.bearer_token())
+    async def signed_in(self) -> SignedIn:
+        return await self.services.accounts.sessions.check(self.bearer_token())
+
+
+class LogoutHandler(UserTokenHandler):
+    """POST /api/auth/logout: end the calling token's session."""
+
+    async def post(self) -> None:
+        self.send_data(await self.services.accounts.sign_out(await self.signed_in()))
+
+
+class SessionsHandler(UserTokenHandler):
+    """GET /api/account/sessions: the user's live sessions, the calling one marked `current`."""
+
+    async def get(self) -> None:
+        me = await self.signed_in()
+        self.send_data({"items": await self.services.accounts.sessions.listed(me.user.id, me.session.id)})
+
+
+class SessionHandler(UserTokenHandler):
+    """DELETE /api/account/sessions/{sessionId}: end one of the user's sessions."""
+
+    async def delete(self, session_id: str) -> None:
+        me = await self.signed_in()
+        self.send_data(await self.services.accounts.sessions.end(me.user.id, session_id))
+
+
+class EndOtherSessionsHandler(UserTokenHandler):
+    """POST /api/account/sessions/end-others: end every session of the user but the calling one."""
+
+    async def post(self) -> None:
+        me = await self.signed_in()
+        self.send_data({"ended": await self.services.accounts.sessions.end_others(me.user.id, me.session.id)})
+
+
+class ProfileHandler(UserTokenHandler):
+    """GET and PATCH /api/account/profile (name, avatar, bio, interestTags)."""
+
+    async def get(self) -> None:
+        self.send_data(profile_of((await self.signed_in()).user))
+
+    async def patch(self) -> None:
+        me = await self.signed_in()
+        self.send_data(await self.services.accounts.update_profile(me.user, self.json_body()))
+
+
+class PasswordHandler(UserTokenHandler):
+    """POST /api/account/password {currentPassword, newPassword}: every other session ends."""
+
+    async def post(self) -> None:
+        me = await self.signed_in()
+        current, new = strings(self.json_body(), "currentPassword", "newPassword")
+        self.limit_login(me.user.email)
+        ended = await self.services.accounts.change_password(me, current, new)
+        self.send_data({"endedSessions": ended})
+
+
+class AccountHandler(UserTokenHandler):
+    """DELETE /api/account {password}: leave (contract 16)."""
+
+    async def delete(self) -> None:
+        me = await self.signed_in()
+        (password,) = strings(self.json_body(), "password")
+        self.limit_login(me.user.email)
+        result = await self.services.accounts.delete_own(me, password)
+        self.send_data({k: result[k] for k in ("userId", "status", "deletedAt", "revokedAuthorizations")})
 
 
 class AuthorizationsHandler(UserTokenHandler):
     """GET /api/auth/authorizations: the user's live grants."""
 
     async def get(self) -> None:
-        user = await self.bearer_user()
-        self.send_data({"items": await self.services.oauth.authorizations(user.id)})
+        me = await self.signed_in()
+        self.send_data({"items": await self.services.oauth.authorizations(me.user.id)})
 
 
 class AuthorizationHandler(UserTokenHandler):
     """DELETE /api/auth/authorizations/{clientId}: revoke the user's grant to that app."""
 
     async def delete(self, client_id: str) -> None:
-        user = await self.bearer_user()
-        self.send_data(await self.services.oauth.revoke_authorization(user.id, client_id))
+        me = await self.signed_in()
+        self.send_data(await self.services.oauth.revoke_authorization(me.user.id, client_id))
 
 
 class RevocationFeedHandler(CorsHandler):
@@ -55,3 +123,11 @@ class RevocationFeedHandler(CorsHandler):
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
         self.send_data(await revocation.feed(self.services.db, self.services.clock, since))
+
+
+def strings(body: Any, *names: str) -> list[str]:
+    """Required string fields of a JSON body."""
+    values = require(body, *names)
+    if not all(isinstance(v, str) for v in values):
+        raise ValidationFailed(f"{' and '.join(names)} must be strings")
+    return values

@@ -223,6 +223,10 @@ class BaseHandler(tornado.web.RequestHandler):
         self.services.rate_limits.hit("token-address", self.request.remote_ip or "")
         self.services.rate_limits.hit("token-client", client_id)
 
+    def user_agent(self) -> str:
+        """For the session list (contract 16: the first 200 characters)."""
+        return self.request.headers.get("User-Agent", "")[:200]
+
     def limit_login(self, email: str) -> None:
         """Rate limits of password logins: per account and per source address (429)."""
         self.services.rate_limits.hit("login-address", self.request.remote_ip or "")

@@ -11,7 +11,8 @@ class AccessTokenHandler(BaseHandler):
     required_scope: str | None = None
 
     async def token_user(self):
-        """The verified claims (no database read) and then the user they name (a cached row).
+        """The verified claims (no database read) and then the user they name (a cached row,
+        forgotten on every process within 5 s of an edit).
         Only with a check-list that is up to date: 503 from a process cut off from its database
         for 5 s, which cannot know what was revoked meanwhile (contract section 7)."""
         token = self.bearer_token()
@@ -22,7 +23,7 @@ class AccessTokenHandler(BaseHandler):
                 require_scopes(claims, self.required_scope)
             except TokenError:  # only oauth2.scope.insufficient; answered in our words, naming the scope
                 raise ScopeInsufficient(f"This resource needs the {self.required_scope} scope.") from None
-        user = await self.services.profiles.by_id(claims["sub"])
+        user = await self.services.accounts.user(claims["sub"])
         if user is None:
             raise TokenInvalid()
         return claims, user

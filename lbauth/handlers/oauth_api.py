@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from lbauth.core.accounts import users
 from lbauth.core.fields import require
 from lbauth.core.oauth import authorize
 from lbauth.core.oauth.client_auth import ClientCredentials, ClientSecretPost
@@ -15,7 +14,7 @@ class AuthorizeExternalHandler(BaseHandler):
 
     async def post(self) -> None:
         s = self.services
-        user = await users.user_for_token(s.db, s.clock, self.bearer_token())
+        user = (await s.accounts.sessions.check(self.bearer_token())).user
         body = self.json_body()
         client_id, redirect_uri, scope = require(body, "clientId", "redirectUri", "scope")
         if not isinstance(client_id, str) or not isinstance(redirect_uri, str):

@@ -13,9 +13,9 @@ import jinja2
 import tornado.web
 
 from lbauth.core import urls
-from lbauth.core.accounts import users
+from lbauth.core.accounts.sessions import BROWSER, SignedIn
 from lbauth.core.oauth import authorize
-from lbauth.errors import LbauthError, LoginFailed, TokenInvalid, ValidationFailed
+from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 from lbauth.storage.records import User
 
@@ -50,6 +50,7 @@ class PageHandler(BaseHandler):
     """Pages render HTML, errors included, and know the logged-in user from the session cookie."""
 
     user: User | None = None
+    session: SignedIn | None = None  # the browser session of the cookie (contract 16)
     form_targets: tuple[str, ...] = ()  # extra CSP form-action sources (allow_form_to)
     script_src: str | None = None  # pages run no script, except the console's own file
 
@@ -72,10 +73,11 @@ class PageHandler(BaseHandler):
         token = self.session_token()
         if token:
             try:
-                self.user = await users.user_for_token(self.services.db, self.services.clock, token.decode())
-            except TokenInvalid:
+                self.session = await self.services.accounts.sessions.check(token.decode())
+            except BearerTokenError:  # ended (contract 16: a copied cookie stops working), expired, unknown
                 self.clear_cookie(SESSION_COOKIE)
                 return
+            self.user = self.session.user
             if self.get_signed_cookie_key_version(SESSION_COOKIE) != self.settings.get("key_version"):
                 self.start_session(token.decode())  # re-sign under the current master key (rotation)
 
@@ -205,8 +207,8 @@ class LoginPage(PageHandler):
         s = self.services
         redirect_allowed = await self.allow_next(next_url)
         try:
-            session = await users.login(s.db, s.clock, s.settings.user_token_ttl, form.get("email", ""),
-                                        form.get("password", ""))
+            session = await s.accounts.sign_in(form.get("email", ""), form.get("password", ""), kind=BROWSER,
+                                               user_agent=self.user_agent(), ip_address=self.request.remote_ip or "")
         except (LoginFailed, ValidationFailed) as exc:
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320])
             return
@@ -225,13 +227,13 @@ class LoginPage(PageHandler):
 
 
 class LogoutPage(PageHandler):
-    """POST {auth_url}/logout: end the session here and server-side."""
+    """POST {auth_url}/logout: end the session here and server-side (a copy of the cookie stops
+    working too, contract 16)."""
 
     async def post(self) -> None:
         self.form()
-        token = self.session_token()
-        if token:
-            await users.logout(self.services.db, self.services.clock, token.decode())
+        if self.session is not None:
+            await self.services.accounts.sign_out(self.session)
         self.clear_cookie(SESSION_COOKIE)
         self.redirect("/login", status=303)
 

@@ -50,18 +50,26 @@ class User(Base):
     avatar: Mapped[str] = mapped_column(Text, default="")
     bio: Mapped[str] = mapped_column(Text, default="")
     interest_tags: Mapped[list[str]] = mapped_column(JSON, default=list)
-    password_hash: Mapped[str] = mapped_column(String(200))  # argon2id
+    password_hash: Mapped[str] = mapped_column(String(200))  # argon2id; "" once deleted
     created_at: Mapped[int] = mapped_column(Time)
+    disabled_at: Mapped[int | None] = mapped_column(Time)  # by an operator (contract 16)
+    deleted_at: Mapped[int | None] = mapped_column(Time)  # erased: the row keeps only its id and times
 
 
-class UserToken(Base):
-    """Login sessions (contract section 4): `lba_ut_` tokens, by digest."""
-    __tablename__ = "user_tokens"
-    token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+class Session(Base):
+    """Server-side sessions (contract section 16): every user token (`kind` api) and browser
+    sign-in (`kind` browser). The credential (`lba_ut_`, also the cookie's value) by digest."""
+    __tablename__ = "sessions"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # ses_...
+    token_hash: Mapped[str] = mapped_column(Digest, unique=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[int] = mapped_column(Time)
+    last_used_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time)
-    revoked_at: Mapped[int | None] = mapped_column(Time)
+    ended_at: Mapped[int | None] = mapped_column(Time)
+    user_agent: Mapped[str] = mapped_column(String(200), default="")
+    ip_address: Mapped[str] = mapped_column(String(64), default="")
 
 
 class App(Base):
@@ -161,13 +169,18 @@ class SigningKey(Base):
 
 class Revocation(Base):
     """The revocation check-list (contract section 7): a grant id or an access token jti,
-    kept until the longest-lived access token it could cover has expired. `id` is the feed cursor."""
+    kept until the longest-lived access token it could cover has expired. `id` is the feed cursor.
+
+    The same feed tells every process of account changes (contract 16), in entries that are not
+    published to verifiers: a session ended (`session_id`) or a user changed (`user_id`)."""
     __tablename__ = "revocations"
     id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
     grant_id: Mapped[str | None] = mapped_column(Id)
     jti: Mapped[str | None] = mapped_column(String(64))
     revoked_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time, index=True)
+    session_id: Mapped[str | None] = mapped_column(Id)
+    user_id: Mapped[str | None] = mapped_column(Id)
 
 
 class WebhookEvent(Base):
@@ -209,7 +222,7 @@ def _table(model: type[Base]) -> Table:
 
 
 users = _table(User)
-user_tokens = _table(UserToken)
+sessions = _table(Session)
 apps = _table(App)
 subjects = _table(Subject)
 grants = _table(Grant)

@@ -23,6 +23,27 @@ class User:
     interest_tags: list[str]
     password_hash: str
     created_at: int
+    disabled_at: int | None
+    deleted_at: int | None
+
+    @property
+    def active(self) -> bool:
+        return self.disabled_at is None and self.deleted_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A server-side session (contract section 16), the sessions table whole."""
+    id: str
+    token_hash: str
+    user_id: str
+    kind: str
+    created_at: int
+    last_used_at: int
+    expires_at: int
+    ended_at: int | None
+    user_agent: str
+    ip_address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +195,8 @@ class Revocation:
     jti: str | None
     revoked_at: int
     expires_at: int
+    session_id: str | None
+    user_id: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ class CheckList:
         return entry[0] if entry else None
 
     def add(self, entries: Iterable[Entry]) -> None:
-        for entry in entries:
+        for entry in entries:  # a server's session and user entries carry neither id: only the cursor moves
             if entry.grant_id:
                 revoked_at, expires_at = self._grants.get(entry.grant_id, (0, 0))
                 self._grants[entry.grant_id] = (max(revoked_at, entry.revoked_at), max(expires_at, entry.expires_at))

@@ -46,6 +46,9 @@ EXPECTED = {
     errors.RedirectUriInvalid: (400, "oauth2.redirect_uri.invalid", "invalid_redirect_uri", True),
     errors.LoginFailed: (401, "auth.login.failed", "invalid_request", True),
     errors.Conflict: (409, "request.conflict", "invalid_request", True),
+    errors.SessionNotFound: (404, "auth.session.not_found", "invalid_request", True),
+    errors.PasswordWeak: (400, "account.password.weak", "invalid_request", True),
+    errors.UserNotFound: (404, "user.not_found", "invalid_request", True),
 }
 
 

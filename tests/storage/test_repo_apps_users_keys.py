@@ -7,9 +7,10 @@ import pytest
 
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import KEEP, AppChanges, SigningKey
+from lbauth.storage.records import KEEP, AppChanges, Session, SigningKey
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import keys as keys_repo
+from lbauth.storage.repo import sessions as sessions_repo
 from lbauth.storage.repo import users as users_repo
 from tests.storage.conftest import NOW, add_app, new_user
 
@@ -23,11 +24,34 @@ async def test_users_and_their_sessions(db: Database) -> None:
     assert await db.read(users_repo.by_email, user.email) == user
     assert await db.read(users_repo.by_id, user.id) == user
     assert await db.read(users_repo.by_id, "usr_2") is None
-    await db.transaction(users_repo.insert_token, token_hash="u" * 64, user_id=user.id, now=NOW, expires_at=NOW + 60)
-    assert await db.read(users_repo.user_for_token, "u" * 64, NOW + 59) == user
-    assert await db.read(users_repo.user_for_token, "u" * 64, NOW + 60) is None  # expired
-    await db.transaction(users_repo.revoke_token, "u" * 64, NOW + 1)
-    assert await db.read(users_repo.user_for_token, "u" * 64, NOW + 2) is None
+    session = Session(id="ses_1", token_hash="u" * 64, user_id=user.id, kind="api", created_at=NOW,
+                      last_used_at=NOW, expires_at=NOW + 60, ended_at=None, user_agent="curl/8", ip_address="::1")
+    await db.transaction(sessions_repo.insert_session, session)
+    assert await db.read(sessions_repo.with_user, "u" * 64) == (session, user)
+    assert await db.read(sessions_repo.live_of_user, user.id, NOW + 59) == [session]
+    assert await db.read(sessions_repo.live_of_user, user.id, NOW + 60) == []  # expired
+
+    await db.transaction(sessions_repo.touch, "ses_1", NOW + 30, 60)  # used within the minute: not written
+    assert (await db.read(sessions_repo.with_user, "u" * 64))[0].last_used_at == NOW
+    await db.transaction(sessions_repo.touch, "ses_1", NOW + 60, 60)
+    assert (await db.read(sessions_repo.with_user, "u" * 64))[0].last_used_at == NOW + 60
+
+    assert await db.transaction(sessions_repo.end, ["ses_1"], NOW + 1) == ["ses_1"]
+    assert await db.transaction(sessions_repo.end, ["ses_1"], NOW + 2) == []  # already ended
+    assert (await db.read(sessions_repo.with_user, "u" * 64))[0].ended_at == NOW + 1
+    assert await db.read(sessions_repo.live_ids, user.id, NOW + 2) == []
+
+
+async def test_an_erased_user_keeps_only_its_id_and_frees_the_email(db: Database) -> None:
+    user = new_user()
+    await db.transaction(users_repo.insert_user, user)
+    assert await db.transaction(users_repo.erase, user.id, NOW + 5)
+    assert not await db.transaction(users_repo.erase, user.id, NOW + 6)  # once
+    erased = await db.read(users_repo.by_id, user.id)
+    assert (erased.name, erased.avatar, erased.bio, erased.interest_tags, erased.password_hash) == ("", "", "", [], "")
+    assert erased.email == f"{user.id}@deleted.invalid" and erased.deleted_at == NOW + 5 and not erased.active
+    await db.transaction(users_repo.insert_user, new_user(user_id="usr_2"))  # the email is free again
+    assert [u.id for u in await db.read(users_repo.listed)] == ["usr_2"]
 
 
 async def test_an_app_change_writes_only_what_it_names(db: Database) -> None:

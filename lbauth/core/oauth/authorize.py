@@ -24,6 +24,7 @@ from lbauth.errors import (
     RedirectUriMismatch,
     ResponseTypeUnsupported,
     ScopeInvalid,
+    TokenRevoked,
     ValidationFailed,
 )
 from lbauth.storage import Connection, Duplicate
@@ -32,6 +33,7 @@ from lbauth.storage.records import App
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
+from lbauth.storage.repo import users as users_repo
 
 _CHALLENGE = re.compile(r"[A-Za-z0-9\-._~]{43,128}")  # RFC 7636 4.2
 MAX_STATE_LENGTH = 1024
@@ -189,6 +191,9 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
         if union != list(held):  # a second approval extends the grant to the union
             grants_repo.set_scopes(conn, issued.grant_id, union, now)
         return
+    user = users_repo.by_id(conn, user_id)
+    if user is None or not user.active:  # disabled or deleted since this session was last checked
+        raise TokenRevoked("This session has ended; sign in again.")
     grant_id = opaque.new_id("gnt_")
     grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
                              now=now)

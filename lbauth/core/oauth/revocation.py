@@ -16,6 +16,7 @@ import base64
 import binascii
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lbauth import errors
@@ -50,10 +51,21 @@ class ServerCheckList(CheckList):
         super().__init__()
         self.max_age = max_age  # None: never stale (a test server with its periodic jobs stopped)
         self.caught_up_at = -math.inf
+        # Since when this process has been fresh without a break: what it cached before a break
+        # may have missed an account change (AccountCache trusts only what is younger).
+        self.fresh_since = -math.inf
+        self.account_listeners: list[Callable[[StoredEntry], None]] = []
 
     def caught_up(self, as_of: float) -> None:
         """Everything stored before monotonic time `as_of` is known here."""
+        if not self.fresh():
+            self.fresh_since = as_of
         self.caught_up_at = max(self.caught_up_at, as_of)
+
+    def account_changed(self, entry: StoredEntry) -> None:
+        """A session ended or a user changed (contract 16): tell the account caches."""
+        for listener in self.account_listeners:
+            listener(entry)
 
     def fresh(self) -> bool:
         return self.max_age is None or time.monotonic() - self.caught_up_at < self.max_age
@@ -71,6 +83,10 @@ async def refresh_checklist(db: Database, clock: Clock, checklist: CheckList) ->
     while True:
         rows = await db.read(repo.since, checklist.cursor, int(clock.now()), first=True)
         checklist.add(_entry(r) for r in rows)
+        if isinstance(checklist, ServerCheckList):
+            for row in rows:
+                if row.session_id or row.user_id:
+                    checklist.account_changed(row)
         added += len(rows)
         if len(rows) < repo.PAGE:
             if isinstance(checklist, ServerCheckList):
@@ -95,20 +111,41 @@ async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList,
     def work(conn: Connection) -> tuple[dict[str, Any], str]:
         app = apps_repo.by_client_id(conn, client_id) if isinstance(client_id, str) else None
         grant = grants_repo.live_grant(conn, user_id, app.id) if app is not None else None
-        if app is None or grant is None or not grants_repo.revoke_grant(conn, grant.id, now):
+        if app is None or grant is None:
             raise errors.AuthorizationNotFound()
-        codes_repo.revoke_for_grant(conn, grant.id, now)
-        tokens_repo.revoke_for_grant(conn, grant.id, now)
-        repo.insert_revocation(conn, grant_id=grant.id, revoked_at=now, expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
-        assert grant.asu is not None  # a grant's subject is made with it (authorize._issue)
-        event_id = outbox.write_event(conn, app_id=app.id, asu=grant.asu, reason=outbox.USER_REVOKED, now=now,
-                                      deliverable=app.webhook_url is not None)
-        _cover_until_now(conn, clock, grant.id, now, access_ttl)
+        event_id = revoke_grant_in(conn, clock, app, grant.id, user_id, now, access_ttl)
+        if event_id is None:
+            raise errors.AuthorizationNotFound()
         repo.notify(conn)
         return {"clientId": client_id, "revokedAt": iso(now), "eventId": event_id}, grant.id
     result, grant_id = await db.transaction(work)
     await cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)
     return result
+
+
+def revoke_grant_in(conn: Connection, clock: Clock, app: App, grant_id: str, user_id: str, now: int,
+                    access_ttl: int) -> str | None:
+    """Inside the caller's transaction (which notifies): revoke a live grant, its tokens and codes,
+    and queue its `authorization.revoked` event (reason user_revoked); the event's id, or None when
+    the grant was no longer live."""
+    if not grants_repo.revoke_grant(conn, grant_id, now):
+        return None
+    suspend_grant_in(conn, clock, grant_id, now, access_ttl)
+    asu = grants_repo.subject(conn, user_id, app.id)
+    assert asu is not None  # a grant's subject is made with it (authorize._issue)
+    return outbox.write_event(conn, app_id=app.id, asu=asu, reason=outbox.USER_REVOKED, now=now,
+                              deliverable=app.webhook_url is not None)
+
+
+def suspend_grant_in(conn: Connection, clock: Clock, grant_id: str, now: int, access_ttl: int) -> None:
+    """Inside the caller's transaction: every code, refresh token and access token of the grant
+    issued so far refused (codes first: a code redeemed meanwhile would mint a refresh token after
+    the tokens' update). The grant itself is left as it is: `revoke_grant_in` revokes it, a disabled
+    account keeps it (contract 16). Call cover_racing_tokens after the commit."""
+    codes_repo.revoke_for_grant(conn, grant_id, now)
+    tokens_repo.revoke_for_grant(conn, grant_id, now)
+    repo.insert_revocation(conn, grant_id=grant_id, revoked_at=now, expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
+    _cover_until_now(conn, clock, grant_id, now, access_ttl)
 
 
 def _cover_until_now(conn: Connection, clock: Clock, grant_id: str, revoked_at: int, access_ttl: int) -> None:
@@ -220,7 +257,7 @@ def decode_cursor(cursor: str) -> int:
 async def feed(db: Database, clock: Clock, since: str | None) -> dict[str, Any]:
     """GET /api/oauth/revocations: live entries after the cursor (all of them without one)."""
     after = decode_cursor(since) if since else 0
-    rows = await db.read(repo.since, after, int(clock.now()))
+    rows = await db.read(repo.since, after, int(clock.now()), published=True)
     items = [{("grantId" if row.grant_id else "jti"): row.grant_id or row.jti, "revokedAt": iso(row.revoked_at),
               "expiresAt": iso(row.expires_at)} for row in rows]
     last = rows[-1].id if rows else after

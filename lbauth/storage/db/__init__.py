@@ -56,6 +56,11 @@ class Database(Protocol):
         """Periodic upkeep off the event loop (SQLite: copy the WAL back into the database file)."""
         ...
 
+    async def erase_freed(self) -> None:
+        """After personal data was erased (contract 16): make it leave the bytes at rest (SQLite:
+        the freed space is zeroed by secure_delete; the WAL's old pages are checkpointed and truncated)."""
+        ...
+
     async def close(self) -> None:
         ...
 

@@ -299,6 +299,10 @@ class PostgresDatabase:
     async def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL checkpoints itself."""
 
+    async def erase_freed(self) -> None:
+        """Nothing to do: an updated row's old version is not a live row (contract 16 scans those);
+        vacuum reclaims it."""
+
     async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
         """True when the database answers a trivial query within `timeout` seconds, ahead of the
         queue. While marked down it asks a fresh connection first; an answer ends the outage."""

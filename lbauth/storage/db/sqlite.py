@@ -103,7 +103,8 @@ class SQLiteDatabase:
             # We issue BEGIN ourselves, so the driver's own transaction handling is off.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            pragmas = ["journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}", "synchronous=NORMAL"]
+            pragmas = ["journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={busy_timeout_ms}", "synchronous=NORMAL",
+                       "secure_delete=ON"]  # erased data is overwritten, not just unlinked (contract 16)
             if not autocheckpoint:
                 pragmas.append("wal_autocheckpoint=0")
             for pragma in pragmas:
@@ -193,6 +194,23 @@ class SQLiteDatabase:
             finally:
                 raw.close()
         await asyncio.get_running_loop().run_in_executor(self._threads, passive)
+
+    async def erase_freed(self, attempts: int = 20) -> None:
+        """Checkpoint the whole WAL into the database file and truncate it, so no old page (with
+        data since erased) stays in it. TRUNCATE waits for readers; it is retried for a few seconds."""
+        def truncate() -> bool:
+            raw = self.sync_engine.raw_connection()
+            try:
+                cursor = raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[union-attr]
+                busy = cursor.fetchone()[0]
+                cursor.close()
+                return not busy
+            finally:
+                raw.close()
+        for _ in range(attempts):
+            if await asyncio.get_running_loop().run_in_executor(self._threads, truncate):
+                return
+            await asyncio.sleep(0.25)
 
     async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
         """True when the database answers a trivial query."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, update
 
-from lbauth.storage.models import apps, grants, refresh_tokens, subjects
+from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
 from lbauth.storage.records import ClaimedCode, Code, CodeGrant
 from lbauth.storage.repo import shaped
@@ -60,8 +60,9 @@ _FROM_GRANT = shaped(
                         bindparam("p_expires_at", type_=BigInteger))
                  .join_from(grants, subjects,
                             (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
+                 .join(users, users.c.id == grants.c.user_id)
                  .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
-                        grants.c.revoked_at.is_(None)))
+                        grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None)))
     # The grant's scopes, to extend it if this approval asks for more. Written out: SQLite allows
     # a subquery in RETURNING, but SQLAlchemy does not correlate one there.
     .returning(codes.c.grant_id, literal_column(
@@ -78,7 +79,8 @@ def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, 
 def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                            scopes: list[str], challenge: str | None, now: int, expires_at: int) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
-    grant's scopes, or None when there is no live grant (the caller creates one)."""
+    grant's scopes, or None when there is no live grant (the caller creates one) or the user is
+    disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
     row = conn.execute(_FROM_GRANT, {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash,
                                      "p_redirect_uri": redirect_uri, "p_scopes": scopes, "p_challenge": challenge,
                                      "p_now": now, "p_expires_at": expires_at}).first()

@@ -20,13 +20,15 @@ _NOTIFY = text("SELECT pg_notify(:channel, '')")
 _SINCE = shaped(Revocation, select(revocations))
 
 
-def insert_revocation(conn: Connection, *, grant_id: str | None = None, jti: str | None = None, revoked_at: int,
+def insert_revocation(conn: Connection, *, grant_id: str | None = None, jti: str | None = None,
+                      session_id: str | None = None, user_id: str | None = None, revoked_at: int,
                       expires_at: int) -> None:
-    """An entry for a grant (every token of it issued at or before `revoked_at`) or one access token."""
+    """An entry for a grant (every token of it issued at or before `revoked_at`), one access token,
+    an ended session, or a user whose account changed (exactly one of the four)."""
     if conn.dialect.name == "postgresql":
         conn.execute(_IN_ID_ORDER)
-    values = {"grant_id": grant_id} if grant_id is not None else {"jti": jti}
-    conn.execute(insert(revocations).values(**values, revoked_at=revoked_at, expires_at=expires_at))
+    conn.execute(insert(revocations).values(grant_id=grant_id, jti=jti, session_id=session_id, user_id=user_id,
+                                            revoked_at=revoked_at, expires_at=expires_at))
 
 
 def notify(conn: Connection) -> None:
@@ -35,10 +37,13 @@ def notify(conn: Connection) -> None:
         conn.execute(_NOTIFY, {"channel": NOTIFY_CHANNEL})
 
 
-def since(conn: Connection, cursor: int, now: int) -> list[Revocation]:
-    """Up to PAGE live entries after `cursor`, oldest first."""
-    query = (_SINCE.where(revocations.c.id > cursor, revocations.c.expires_at > now)
-             .order_by(revocations.c.id).limit(PAGE))
+def since(conn: Connection, cursor: int, now: int, *, published: bool = False) -> list[Revocation]:
+    """Up to PAGE live entries after `cursor`, oldest first; `published`: only the grant and token
+    entries offline verifiers read (session and user entries are for this server's processes)."""
+    query = _SINCE.where(revocations.c.id > cursor, revocations.c.expires_at > now)
+    if published:
+        query = query.where(or_(revocations.c.grant_id.is_not(None), revocations.c.jti.is_not(None)))
+    query = query.order_by(revocations.c.id).limit(PAGE)
     return [Revocation(*row) for row in conn.execute(query)]
 
 

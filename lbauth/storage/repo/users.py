@@ -1,21 +1,18 @@
-"""Users and their login sessions (user tokens)."""
+"""Users (contract sections 4 and 16): accounts, their profile, status and erasure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
-from lbauth.storage.models import user_tokens, users
+from lbauth.storage.models import users
 from lbauth.storage.records import User
 from lbauth.storage.repo import duplicate_refused, shaped
 
-# Hot paths (every /me and every API authorization), built once: see repo/codes.py.
 _ALL = shaped(User, select(users))
 _BY_ID = _ALL.where(users.c.id == bindparam("user_id"))
-_FOR_TOKEN = (_ALL.join(user_tokens, user_tokens.c.user_id == users.c.id)
-              .where(user_tokens.c.token_hash == bindparam("token_hash"), user_tokens.c.revoked_at.is_(None),
-                     user_tokens.c.expires_at > bindparam("now")))
 
 
 def insert_user(conn: Connection, user: User) -> None:
@@ -34,17 +31,35 @@ def by_id(conn: Connection, user_id: str) -> User | None:
     return User(*row) if row is not None else None
 
 
-def insert_token(conn: Connection, *, token_hash: str, user_id: str, now: int, expires_at: int) -> None:
-    conn.execute(insert(user_tokens).values(token_hash=token_hash, user_id=user_id, created_at=now,
-                                            expires_at=expires_at))
+def listed(conn: Connection) -> list[User]:
+    """Every account not deleted, oldest first (the operators' `lbauth users list`)."""
+    query = _ALL.where(users.c.deleted_at.is_(None)).order_by(users.c.created_at, users.c.id)
+    return [User(*row) for row in conn.execute(query)]
 
 
-def user_for_token(conn: Connection, token_hash: str, now: int) -> User | None:
-    """The user behind a live user token, in one statement."""
-    row = conn.execute(_FOR_TOKEN, {"token_hash": token_hash, "now": now}).first()
-    return User(*row) if row is not None else None
+def update_profile(conn: Connection, user_id: str, *, name: str, avatar: str, bio: str,
+                   interest_tags: Sequence[str]) -> None:
+    conn.execute(update(users).where(users.c.id == user_id, users.c.deleted_at.is_(None))
+                 .values(name=name, avatar=avatar, bio=bio, interest_tags=list(interest_tags)))
 
 
-def revoke_token(conn: Connection, token_hash: str, now: int) -> None:
-    conn.execute(update(user_tokens).where(user_tokens.c.token_hash == token_hash,
-                                           user_tokens.c.revoked_at.is_(None)).values(revoked_at=now))
+def set_password_hash(conn: Connection, user_id: str, password_hash: str) -> None:
+    conn.execute(update(users).where(users.c.id == user_id, users.c.deleted_at.is_(None))
+                 .values(password_hash=password_hash))
+
+
+def set_disabled(conn: Connection, user_id: str, disabled_at: int | None) -> None:
+    """Disable (a time) or enable (None) an account; a disabled one keeps its first time."""
+    where = users.c.disabled_at.is_(None) if disabled_at is not None else users.c.disabled_at.is_not(None)
+    conn.execute(update(users).where(users.c.id == user_id, users.c.deleted_at.is_(None), where)
+                 .values(disabled_at=disabled_at))
+
+
+def erase(conn: Connection, user_id: str, now: int) -> bool:
+    """Contract 16: name, email, avatar, bio, tags and password hash gone; the email freed (the
+    unique column keeps a placeholder no address can equal: `usr_...@deleted.invalid`, RFC 2606).
+    The row stays, with its id and times, for the grants, codes and events that name it."""
+    result = conn.execute(update(users).where(users.c.id == user_id, users.c.deleted_at.is_(None)).values(
+        email=users.c.id.concat("@deleted.invalid"), name="", avatar="", bio="", interest_tags=[],
+        password_hash="", deleted_at=now, disabled_at=func.coalesce(users.c.disabled_at, now)))
+    return result.rowcount == 1

@@ -1,0 +1,239 @@
+"""Accounts (contract sections 4 and 16): signing in, the profile, the password, leaving, and what
+operators do to accounts (list, disable, enable, delete).
+
+Every change that other processes must honour writes an entry to the check-list feed in its own
+transaction: a session ended, or a user changed (their cached rows are then forgotten). Disabling
+and deleting also put each of the user's grants on the check-list, so their access tokens are
+refused by every process and every offline verifier, as a revoked grant's are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lbauth import errors
+from lbauth.clock import Clock, iso
+from lbauth.core.accounts import passwords
+from lbauth.core.accounts.cache import AccountCache
+from lbauth.core.accounts.sessions import API, Sessions, SignedIn, announce_user_changed, end_all, open_session
+from lbauth.core.accounts.users import normalize_email
+from lbauth.core.oauth.revocation import ServerCheckList, cover_racing_tokens, revoke_grant_in, suspend_grant_in
+from lbauth.settings import Settings
+from lbauth.storage import Connection
+from lbauth.storage.db import Database
+from lbauth.storage.records import User
+from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import grants as grants_repo
+from lbauth.storage.repo import revocations as revocations_repo
+from lbauth.storage.repo import sessions as sessions_repo
+from lbauth.storage.repo import users as repo
+
+MAX_NAME, MAX_BIO, MAX_TAGS, MAX_TAG = 200, 2000, 20, 40
+_URL = re.compile(r"^https?://\S+$")
+
+
+@dataclass(frozen=True)
+class NewSession:
+    token: str
+    expires_in: int
+    session_id: str
+
+
+def profile_of(user: User) -> dict[str, Any]:
+    return {"userId": user.id, "email": user.email, "name": user.name, "avatar": user.avatar, "bio": user.bio,
+            "interestTags": list(user.interest_tags), "createdAt": iso(user.created_at)}
+
+
+def checked_profile(changes: Mapping[str, Any], user: User) -> dict[str, Any]:
+    """PATCH /api/account/profile's fields (contract 16), validated, merged onto the user's."""
+    editable = {"name", "avatar", "bio", "interestTags"}
+    unknown = sorted(set(changes) - editable)
+    if unknown:
+        raise errors.ValidationFailed(f"{unknown[0][:40]} cannot be changed here; editable: avatar, bio, "
+                                      "interestTags, name")
+    name = changes.get("name", user.name)
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > MAX_NAME:
+        raise errors.ValidationFailed(f"name must be 1 to {MAX_NAME} characters")
+    avatar = changes.get("avatar", user.avatar)
+    if not isinstance(avatar, str) or (avatar and (len(avatar) > 2048 or not _URL.match(avatar))):
+        raise errors.ValidationFailed("avatar must be an http(s) URL (at most 2048 characters) or empty")
+    bio = changes.get("bio", user.bio)
+    if not isinstance(bio, str) or len(bio) > MAX_BIO:
+        raise errors.ValidationFailed(f"bio must be text of at most {MAX_BIO} characters")
+    tags = changes.get("interestTags", list(user.interest_tags))
+    if (not isinstance(tags, list) or len(tags) > MAX_TAGS
+            or not all(isinstance(t, str) and 0 < len(t.strip()) <= MAX_TAG for t in tags)):
+        raise errors.ValidationFailed(f"interestTags must be a list of at most {MAX_TAGS} tags of 1 to "
+                                      f"{MAX_TAG} characters")
+    unique_tags = list(dict.fromkeys(t.strip() for t in tags))
+    return {"name": name.strip(), "avatar": avatar, "bio": bio, "interest_tags": unique_tags}
+
+
+async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: str, *, kind: str = API,
+                  user_agent: str = "", ip_address: str = "") -> NewSession:
+    """Check the password and open a session; the same answer for a wrong email or password, and
+    for a disabled or deleted account (contract 16)."""
+    try:
+        email = normalize_email(email)
+    except errors.ValidationFailed:
+        email = ""
+    user = await db.read(repo.by_email, email) if email else None
+    if not await passwords.verify_password(user.password_hash if user else None, password or ""):
+        raise errors.LoginFailed()
+    if user is None or not user.active:
+        raise errors.LoginFailed()
+    token, session = await open_session(db, clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
+                                        ip_address=ip_address)
+    return NewSession(token, ttl, session.id)
+
+
+class Accounts:
+    """The account use cases, over the sessions and the process's cache of users."""
+
+    MAX_USERS_CACHED = 50_000
+    USER_CACHE_SECONDS = 60
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings, checklist: ServerCheckList) -> None:
+        self.db, self.clock, self.settings, self.checklist = db, clock, settings, checklist
+        self.users: AccountCache[str, User] = AccountCache(checklist, max_entries=self.MAX_USERS_CACHED,
+                                                           max_age=self.USER_CACHE_SECONDS)
+        self.sessions = Sessions(db, clock, checklist, settings.user_token_ttl, self.users)
+
+    # ---- signing in and out ----------------------------------------------------------------------
+
+    async def sign_in(self, email: str, password: str, *, kind: str, user_agent: str, ip_address: str) -> NewSession:
+        return await sign_in(self.db, self.clock, self.settings.user_token_ttl, email, password, kind=kind,
+                             user_agent=user_agent, ip_address=ip_address)
+
+    async def sign_out(self, signed_in: SignedIn) -> dict[str, Any]:
+        """End the session that made this request (POST /api/auth/logout, the pages' sign-out)."""
+        return await self.sessions.end(signed_in.user.id, signed_in.session.id)
+
+    # ---- the user's own account (contract 16) ----------------------------------------------------
+
+    async def user(self, user_id: str) -> User | None:
+        """A user by id (the identity endpoints), cached; a disabled or deleted one is None."""
+        user = self.users.get(user_id)
+        if user is None:
+            started = self.users.reading()
+            user = await self.db.read(repo.by_id, user_id)
+            if user is None:
+                return None
+            self.users.put(user_id, user, started)
+        return user if user.active else None
+
+    async def update_profile(self, user: User, changes: Mapping[str, Any]) -> dict[str, Any]:
+        fields = checked_profile(changes, user)
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> User | None:
+            repo.update_profile(conn, user.id, **fields)
+            announce_user_changed(conn, user.id, now)
+            revocations_repo.notify(conn)
+            return repo.by_id(conn, user.id)
+        updated = await self.db.transaction(work)
+        await self.sessions.learn_now()
+        if updated is None:
+            raise errors.TokenRevoked("This account no longer exists.")
+        return profile_of(updated)
+
+    async def change_password(self, signed_in: SignedIn, current: str, new: str) -> int:
+        """The current password, then the new one's strength; every other session ends."""
+        user = signed_in.user
+        stored = await self.db.read(repo.by_id, user.id)
+        if stored is None or not await passwords.verify_password(stored.password_hash or None, current):
+            raise errors.LoginFailed("The current password is wrong.")
+        if passwords.is_weak(new, stored.email):
+            raise errors.PasswordWeak()
+        new_hash = await passwords.hash_password(new)
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> int:
+            repo.set_password_hash(conn, user.id, new_hash)
+            return end_all(conn, user.id, now, except_id=signed_in.session.id)
+        ended = await self.db.transaction(work)
+        await self.sessions.learn_now()
+        return ended
+
+    async def delete_own(self, signed_in: SignedIn, password: str) -> dict[str, Any]:
+        stored = await self.db.read(repo.by_id, signed_in.user.id)
+        if stored is None or not await passwords.verify_password(stored.password_hash or None, password):
+            raise errors.LoginFailed("The password is wrong.")
+        return await self._delete(stored)
+
+    # ---- operators (contract 16: lbauth users ...) ----------------------------------------------
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        return [{"userId": u.id, "email": u.email, "name": u.name, "disabled": u.disabled_at is not None,
+                 "createdAt": iso(u.created_at)} for u in await self.db.read(repo.listed)]
+
+    async def by_email(self, email: str) -> User:
+        user = await self.db.read(repo.by_email, normalize_email(email))
+        if user is None or user.deleted_at is not None:
+            raise errors.UserNotFound()
+        return user
+
+    async def disable(self, email: str) -> dict[str, Any]:
+        """Sessions ended, refresh tokens and open codes revoked, the access tokens issued so far on
+        the check-list (for good: enabling does not bring them back); grants kept."""
+        user = await self.by_email(email)
+        now, access_ttl = int(self.clock.now()), self.settings.access_token_ttl
+
+        def work(conn: Connection) -> list[str]:
+            repo.set_disabled(conn, user.id, now)
+            grant_ids = [g.id for g in grants_repo.live_grants_of_user(conn, user.id)]
+            for grant_id in grant_ids:
+                suspend_grant_in(conn, self.clock, grant_id, now, access_ttl)
+            end_all(conn, user.id, now)
+            announce_user_changed(conn, user.id, now)
+            return grant_ids
+        grant_ids = await self.db.transaction(work)
+        await self._after_grants_refused(grant_ids, now)
+        return {"userId": user.id, "email": user.email, "status": "disabled"}
+
+    async def enable(self, email: str) -> dict[str, Any]:
+        user = await self.by_email(email)
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> None:
+            repo.set_disabled(conn, user.id, None)
+            announce_user_changed(conn, user.id, now)
+            revocations_repo.notify(conn)
+        await self.db.transaction(work)
+        await self.sessions.learn_now()
+        return {"userId": user.id, "email": user.email, "status": "enabled"}
+
+    async def delete(self, email: str) -> dict[str, Any]:
+        return await self._delete(await self.by_email(email))
+
+    async def _delete(self, user: User) -> dict[str, Any]:
+        """Contract 16: every grant revoked with its event, every session ended, the personal data
+        erased and the email freed; then the bytes at rest (SQLite: the WAL) rewritten."""
+        now, access_ttl = int(self.clock.now()), self.settings.access_token_ttl
+
+        def work(conn: Connection) -> list[str]:
+            grant_ids = []
+            for grant in grants_repo.live_grants_of_user(conn, user.id):
+                app = apps_repo.by_client_id(conn, grant.client_id)
+                if app is not None and revoke_grant_in(conn, self.clock, app, grant.id, user.id, now, access_ttl):
+                    grant_ids.append(grant.id)
+            end_all(conn, user.id, now)
+            sessions_repo.erase_details(conn, user.id)
+            if not repo.erase(conn, user.id, now):
+                raise errors.UserNotFound()
+            announce_user_changed(conn, user.id, now)
+            return grant_ids
+        grant_ids = await self.db.transaction(work)
+        await self._after_grants_refused(grant_ids, now)
+        await self.db.erase_freed()
+        return {"userId": user.id, "email": user.email, "status": "deleted", "deletedAt": iso(now),
+                "revokedAuthorizations": len(grant_ids)}
+
+    async def _after_grants_refused(self, grant_ids: list[str], now: int) -> None:
+        for grant_id in grant_ids:
+            await cover_racing_tokens(self.db, self.clock, self.checklist, grant_id, now,
+                                      self.settings.access_token_ttl)
+        await self.sessions.learn_now()

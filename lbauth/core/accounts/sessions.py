@@ -1,0 +1,154 @@
+"""Server-side sessions (contract section 16): every user token and browser sign-in.
+
+A session's credential is an `lba_ut_` token, stored by digest: the user token of the API, or
+the value of the signed browser cookie. Checking one reads no database once this process has
+seen it (`AccountCache`); ending one writes a session entry to the check-list feed, which every
+process learns within 5 s (LISTEN/NOTIFY, polling as the fallback) and forgets the session on.
+`lastUsedAt` is written at most once a minute per session, never on every request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from lbauth import errors
+from lbauth.clock import Clock, iso
+from lbauth.core.accounts.cache import AccountCache
+from lbauth.core.crypto import opaque
+from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
+from lbauth.storage import Connection
+from lbauth.storage.db import Database
+from lbauth.storage.records import Revocation, Session, User
+from lbauth.storage.repo import revocations as revocations_repo
+from lbauth.storage.repo import sessions as repo
+
+API, BROWSER = "api", "browser"
+USER_AGENT_LENGTH = 200  # contract 16: the first 200 characters
+# Account entries only make processes forget what they cached; a process cut off for longer than
+# this trusts nothing it cached before (AccountCache), so they need not live longer.
+ENTRY_LIFETIME = 3600
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """A live session and its user: what a user token or a session cookie proves."""
+    session: Session
+    user: User
+
+
+def announce_ended(conn: Connection, session_ids: list[str], now: int) -> None:
+    """Check-list entries for sessions just ended, in the ending transaction (before its notify)."""
+    for session_id in session_ids:
+        revocations_repo.insert_revocation(conn, session_id=session_id, revoked_at=now,
+                                           expires_at=now + ENTRY_LIFETIME)
+
+
+def announce_user_changed(conn: Connection, user_id: str, now: int) -> None:
+    revocations_repo.insert_revocation(conn, user_id=user_id, revoked_at=now, expires_at=now + ENTRY_LIFETIME)
+
+
+def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None = None) -> int:
+    """End the user's live sessions (but `except_id`), announced; how many. Notifies on commit."""
+    ended = repo.end(conn, repo.live_ids(conn, user_id, now, except_id=except_id), now)
+    announce_ended(conn, ended, now)
+    revocations_repo.notify(conn)
+    return len(ended)
+
+
+async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int, user_agent: str = "",
+                       ip_address: str = "") -> tuple[str, Session]:
+    """A new session for a user who just proved who they are: its credential (shown once) and the session."""
+    token = opaque.new_secret(opaque.USER_TOKEN)
+    now = int(clock.now())
+    session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
+                      created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
+                      user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64])
+    await db.transaction(repo.insert_session, session)
+    return token, session
+
+
+class Sessions:
+    """Opens, checks, lists and ends sessions, with a per-process cache of live ones."""
+
+    LAST_USED_EVERY = 60  # seconds: contract 16, "updated at most once a minute"
+    MAX_ENTRIES = 50_000
+    MAX_AGE_SECONDS = 60
+
+    def __init__(self, db: Database, clock: Clock, checklist: ServerCheckList, ttl: int,
+                 users: AccountCache[str, User]) -> None:
+        self.db, self.clock, self.checklist, self.ttl, self.users = db, clock, checklist, ttl, users
+        self._by_credential: AccountCache[bytes, Session] = AccountCache(
+            checklist, max_entries=self.MAX_ENTRIES, max_age=self.MAX_AGE_SECONDS)
+        self._credential_of: dict[str, bytes] = {}  # session id -> digest, to forget by id
+        checklist.account_listeners.append(self._learn)
+
+    def _learn(self, entry: Revocation) -> None:
+        if entry.session_id is not None:
+            digest = self._credential_of.pop(entry.session_id, None)
+            if digest is not None:
+                self._by_credential.forget(digest)
+        if entry.user_id is not None:
+            self.users.forget(entry.user_id)
+
+    async def check(self, token: str) -> SignedIn:
+        """The live session a credential names, and its user; TokenInvalid, TokenExpired, or
+        TokenRevoked for an ended session (contract 16)."""
+        if not opaque.has_prefix(token, opaque.USER_TOKEN):
+            raise errors.TokenInvalid("A user token (from POST /api/auth/login) is required.")
+        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        now = int(self.clock.now())
+        session = self._by_credential.get(key)
+        user = self.users.get(session.user_id) if session is not None else None
+        if session is None or user is None:
+            session, user = await self._load(key, token)
+        if session.expires_at <= now:
+            raise errors.TokenExpired("The user token has expired; sign in again.")
+        if now - session.last_used_at >= self.LAST_USED_EVERY:
+            await self.db.transaction(repo.touch, session.id, now, self.LAST_USED_EVERY)
+            session = dataclasses.replace(session, last_used_at=now)
+            self._by_credential.put(key, session, self._by_credential.reading())
+        return SignedIn(session, user)
+
+    async def _load(self, key: bytes, token: str) -> tuple[Session, User]:
+        sessions_read, users_read = self._by_credential.reading(), self.users.reading()
+        found = await self.db.read(repo.with_user, opaque.digest(token))
+        if found is None:
+            raise errors.TokenInvalid("The user token is invalid; sign in again.")
+        session, user = found
+        if session.ended_at is not None or not user.active:
+            raise errors.TokenRevoked("This session has ended; sign in again.")
+        self._credential_of[session.id] = key
+        self._by_credential.put(key, session, sessions_read)
+        self.users.put(user.id, user, users_read)
+        return session, user
+
+    async def listed(self, user_id: str, current_id: str | None) -> list[dict[str, Any]]:
+        return [{"sessionId": s.id, "kind": s.kind, "createdAt": iso(s.created_at), "lastUsedAt": iso(s.last_used_at),
+                 "userAgent": s.user_agent, "ipAddress": s.ip_address, "current": s.id == current_id}
+                for s in await self.db.read(repo.live_of_user, user_id, int(self.clock.now()))]
+
+    async def end(self, user_id: str, session_id: str) -> dict[str, Any]:
+        """End one of the user's own live sessions; another user's is SessionNotFound, like none."""
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> None:
+            if not isinstance(session_id, str) or session_id not in repo.live_ids(conn, user_id, now):
+                raise errors.SessionNotFound()
+            announce_ended(conn, repo.end(conn, [session_id], now), now)
+            revocations_repo.notify(conn)
+        await self.db.transaction(work)
+        await self.learn_now()
+        return {"sessionId": session_id, "endedAt": iso(now)}
+
+    async def end_others(self, user_id: str, keep: str) -> int:
+        count = await self.db.transaction(end_all, user_id, int(self.clock.now()), except_id=keep)
+        await self.learn_now()
+        return count
+
+    async def learn_now(self) -> None:
+        """This process learns at once what it just wrote; the others within 5 s."""
+        await refresh_checklist(self.db, self.clock, self.checklist)
+
