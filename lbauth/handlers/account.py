@@ -129,5 +129,5 @@ def strings(body: Any, *names: str) -> list[str]:
     """Required string fields of a JSON body."""
     values = require(body, *names)
     if not all(isinstance(v, str) for v in values):
-        raise ValidationFailed(f"{' and '.join(names)} must be strings")
+        raise ValidationFailed(f"{' and '.join(names)} must be {'strings' if len(names) > 1 else 'a string'}")
     return values

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import sqlite3
 import time
@@ -32,6 +33,7 @@ from lbauth.storage.db.unit import (
     unavailable,
 )
 
+log = logging.getLogger("lbauth.storage")
 T = TypeVar("T")
 
 SQLITE_READERS = 2
@@ -86,6 +88,7 @@ class SQLiteDatabase:
             pool_reset_on_return=None, connect_args={"check_same_thread": False, "timeout": 5})
         self._configure(self.sync_engine)
         self._threads = ThreadPoolExecutor(SQLITE_READERS, thread_name_prefix="lbauth-sqlite")
+        self._erase_pending = False  # erased data may still be in the WAL (erase_freed)
 
         @event.listens_for(self.sync_engine, "begin")
         def on_begin(conn: Connection) -> None:  # the driver's own transaction handling is off
@@ -184,33 +187,38 @@ class SQLiteDatabase:
 
     async def checkpoint(self) -> None:
         """Copy the WAL back into the database file (and fsync) on a worker thread; the loop's
-        connection never does it. Run periodically by the server."""
-        def passive() -> None:
-            # Outside any transaction (a SQLAlchemy connection would BEGIN first); PASSIVE never
-            # waits for readers or writers.
-            raw = self.sync_engine.raw_connection()
-            try:
-                raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)").close()  # type: ignore[union-attr]
-            finally:
-                raw.close()
-        await asyncio.get_running_loop().run_in_executor(self._threads, passive)
+        connection never does it. Run periodically by the server. While erased data may still sit
+        in the WAL (`erase_freed` could not truncate it), every run tries to truncate it again."""
+        if self._erase_pending:
+            await self.erase_freed(attempts=1)
+            return
+        await asyncio.get_running_loop().run_in_executor(self._threads, self._wal_checkpoint, "PASSIVE")
+
+    def _wal_checkpoint(self, mode: str) -> bool:
+        """Outside any transaction (a SQLAlchemy connection would BEGIN first). PASSIVE never waits
+        for readers or writers; TRUNCATE waits (the busy timeout) and may still find readers: False."""
+        raw = self.sync_engine.raw_connection()
+        try:
+            cursor = raw.driver_connection.execute(f"PRAGMA wal_checkpoint({mode})")  # type: ignore[union-attr]
+            busy = cursor.fetchone()[0]
+            cursor.close()
+            return not busy
+        finally:
+            raw.close()
 
     async def erase_freed(self, attempts: int = 20) -> None:
         """Checkpoint the whole WAL into the database file and truncate it, so no old page (with
-        data since erased) stays in it. TRUNCATE waits for readers; it is retried for a few seconds."""
-        def truncate() -> bool:
-            raw = self.sync_engine.raw_connection()
-            try:
-                cursor = raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[union-attr]
-                busy = cursor.fetchone()[0]
-                cursor.close()
-                return not busy
-            finally:
-                raw.close()
-        for _ in range(attempts):
-            if await asyncio.get_running_loop().run_in_executor(self._threads, truncate):
+        data since erased) stays in it. TRUNCATE waits for readers: tried for a few seconds, then
+        left to the periodic checkpoint, which retries it until it succeeds (with a warning)."""
+        self._erase_pending = True
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(0.25)
+            if await asyncio.get_running_loop().run_in_executor(self._threads, self._wal_checkpoint, "TRUNCATE"):
+                self._erase_pending = False
                 return
-            await asyncio.sleep(0.25)
+        log.warning("the SQLite WAL could not be truncated after an erasure (readers held it); "
+                    "the periodic checkpoint will try again")
 
     async def ping(self, timeout: float = READY_TIMEOUT_SECONDS) -> bool:
         """True when the database answers a trivial query."""

@@ -44,11 +44,12 @@ def touch(conn: Connection, session_id: str, now: int, every: int) -> None:
 
 
 def end(conn: Connection, session_ids: list[str], now: int) -> list[str]:
-    """End these live sessions; the ids of those this call ended."""
+    """End these live sessions; the ids of those this call ended. An ended session keeps no user
+    agent or address: nobody is shown it again, so that personal data has no use left."""
     if not session_ids:
         return []
     result = conn.execute(update(sessions).where(sessions.c.id.in_(session_ids), sessions.c.ended_at.is_(None))
-                          .values(ended_at=now).returning(sessions.c.id))
+                          .values(ended_at=now, user_agent="", ip_address="").returning(sessions.c.id))
     return [row[0] for row in result]
 
 
