@@ -12,7 +12,9 @@ response must:
 
 So that the cases get past authentication into the handlers' logic, a user, its user token, a page
 session (cookie + XSRF token), apps with their client credentials and a live grant are seeded over
-the real interfaces (CLI and HTTP). Each case is then sent in one of three ways, chosen from a hash
+the real interfaces (CLI and HTTP). The account operations that end sessions, change a password or
+delete an account get fresh sessions, a second user or users made to be deleted, so that the
+seeded credentials keep working. Each case is then sent in one of three ways, chosen from a hash
 of its content (reproducible, like the derandomized generation): with real credentials (and real
 ids, codes and tokens in place of generated ones), as generated (schemathesis's own garbage
 credentials), or with no credentials at all, so that the error paths are fuzzed too.
@@ -93,6 +95,8 @@ class Seeded:
     session: str  # the pages' signed session cookie
     xsrf: str  # the `_xsrf` cookie value, which is also the form field
     log: Path
+    other_email: str = ""  # a second user, whose sessions are ended and password changed (to itself)
+    doomed: list[str] = field(default_factory=list)  # users that deleteAccount may delete, one each
     statuses: dict[str, collections.Counter] = field(
         default_factory=lambda: collections.defaultdict(collections.Counter))
 
@@ -116,6 +120,19 @@ class Seeded:
         """A live grant to revoke (the console fuzzing may have changed the app: then no grant)."""
         self.post("/api/oauth/authorize/external", headers={"Authorization": f"Bearer {self.user_token}"},
                   json={"clientId": self.spare["clientId"], "redirectUri": LOCAL_URI, "scope": ["userinfo"]})
+
+    def sign_in(self, email: str | None = None) -> str:
+        """A fresh user token: a session of its own, for the operations that end one."""
+        r = self.post("/api/auth/login", json={"email": email or self.email, "password": PASSWORD})
+        assert r.status_code == 200, r.text
+        return r.json()["data"]["token"]
+
+    def session_id(self, token: str) -> str:
+        """The id of the session a user token names (the `current` one of its list)."""
+        r = self.http.get(self.url + "/api/account/sessions", headers={"Authorization": f"Bearer {token}"},
+                          timeout=20)
+        assert r.status_code == 200, r.text
+        return next(s["sessionId"] for s in r.json()["data"]["items"] if s["current"])
 
     def page_session(self) -> tuple[str, str]:
         """Sign in through the login page: (session cookie, XSRF token)."""
@@ -192,13 +209,17 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         email = f"fuzz-{secrets.token_hex(4)}@example.com"
         _cli(env, "users", "create", "--email", email, "--name", "Fuzz User", "--password", PASSWORD,
              "--interest-tag", "fuzz")
+        other_email, doomed = f"other-{email}", [f"doomed{i}-{email}" for i in range(2)]
+        for extra in (other_email, *doomed):
+            _cli(env, "users", "create", "--email", extra, "--name", "Fuzz Other", "--password", PASSWORD)
         apps = [_cli(env, "apps", "create", "--name", name, "--owner", email, "--redirect-uri", REDIRECT_URI)
                 for name in ("Fuzz App", "Spare App", "Revocable App")]
         r = http.post(url + "/api/auth/login", json={"email": email, "password": PASSWORD}, timeout=20)
         assert r.status_code == 200, r.text
         seeded = Seeded(url=url, http=http, email=email, user_token=r.json()["data"]["token"], app=apps[0],
                         spare=apps[1], revocable=apps[2], access_token="", narrow_access_token="",
-                        refresh_token="", session="", xsrf="", log=log)
+                        refresh_token="", session="", xsrf="", log=log, other_email=other_email,
+                        doomed=doomed)
         main = seeded.tokens(seeded.app)
         seeded.access_token, seeded.refresh_token = main["access_token"], main["refresh_token"]
         seeded.narrow_access_token = seeded.tokens(seeded.app, scope=("chat.read",))["access_token"]
@@ -285,8 +306,30 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             _with_fields(case, email=seeded.email, password=PASSWORD)
             if case.operation.definition.raw["operationId"] == "loginSubmit":
                 _page(case, seeded)
-        case "listAuthorizations":
+        case "listAuthorizations" | "listSessions" | "getProfile" | "updateProfile":
             _with_header(case, "Authorization", bearer)
+        case "apiLogout":
+            _with_header(case, "Authorization", f"Bearer {seeded.sign_in()}")  # logging out ends it
+        case "endSession":
+            _with_header(case, "Authorization", bearer)
+            case.path_parameters = {"sessionId": seeded.session_id(seeded.sign_in())}
+        case "endOtherSessions":  # the other user's: the seeded sessions stay
+            _with_header(case, "Authorization", f"Bearer {seeded.sign_in(seeded.other_email)}")
+        case "changePassword":  # the other user's, changed to the same password, or refused
+            _with_header(case, "Authorization", f"Bearer {seeded.sign_in(seeded.other_email)}")
+            if variant % 3:
+                _with_fields(case, currentPassword=PASSWORD, newPassword=PASSWORD if variant % 3 == 1 else "short")
+            elif isinstance(case.body, dict) and case.body.get("currentPassword") == PASSWORD:
+                _with_fields(case, newPassword=PASSWORD)
+        case "deleteAccount":
+            if variant % 2 and seeded.doomed and isinstance(case.body, dict):
+                email = seeded.doomed.pop()
+                _with_header(case, "Authorization", f"Bearer {seeded.sign_in(email)}")
+                _with_fields(case, password=PASSWORD)
+            else:  # the seeded user, with the generated password: refused
+                _with_header(case, "Authorization", bearer)
+                if isinstance(case.body, dict) and case.body.get("password") == PASSWORD:
+                    _with_fields(case, password="not the password")  # a case seen before, sent again
         case "revokeAuthorization":
             seeded.authorize_spare()
             _with_header(case, "Authorization", bearer)
