@@ -55,9 +55,6 @@ class AccountPage(PageHandler):
 class ProfileForm(AccountPage):
     """POST /account/profile: save the profile (the fields the form sent), then back to /account/."""
 
-    async def get(self) -> None:  # a reload of the page a refused POST answered
-        self.redirect(ACCOUNT)
-
     @signed_in(next_url=ACCOUNT, status=401)
     async def post(self, form: dict[str, Any]) -> None:
         typed = {name: form[name] for name in PROFILE_FIELDS if name in form}
@@ -75,9 +72,6 @@ class ProfileForm(AccountPage):
 
 class PasswordForm(AccountPage):
     """POST /account/password: the current password, the new one twice; every other session ends."""
-
-    async def get(self) -> None:
-        self.redirect(ACCOUNT)
 
     @signed_in(next_url=ACCOUNT, status=401)
     async def post(self, form: dict[str, Any]) -> None:
@@ -105,6 +99,7 @@ class SessionsPage(PageHandler):
     @signed_in
     async def get(self) -> None:
         items = await self.services.accounts.sessions.listed(self.user.id, self.session.session.id)
+        items.sort(key=lambda item: not item["current"])  # this browser first, then the most recently used
         ended = self.get_query_argument("ended", None)
         self.render_page("sessions.html", active_page="sessions", items=items,
                          ended=ended if ended in ("one", "others") else None,
