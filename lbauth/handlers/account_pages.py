@@ -34,13 +34,8 @@ def count_argument(value: str | None) -> int | None:
 
 # ---- profile and password ------------------------------------------------------------------------------
 
-class AccountPage(PageHandler):
-    """GET /account/: the profile form and the change-password form."""
-
-    @signed_in
-    async def get(self) -> None:
-        self.show(saved=self.get_query_argument("saved", None),
-                  ended=count_argument(self.get_query_argument("ended", None)))
+class AccountForms(PageHandler):
+    """The account page's two forms: shown by /account/, and again by each form's POST it refuses."""
 
     def show(self, status: int = 200, *, typed: dict[str, str] | None = None, errors: dict[str, str] | None = None,
              saved: str | None = None, ended: int | None = None) -> None:
@@ -52,7 +47,16 @@ class AccountPage(PageHandler):
                          saved=saved if saved in ("profile", "password") else None, ended=ended)
 
 
-class ProfileForm(AccountPage):
+class AccountPage(AccountForms):
+    """GET /account/: the profile form and the change-password form."""
+
+    @signed_in
+    async def get(self) -> None:
+        self.show(saved=self.get_query_argument("saved", None),
+                  ended=count_argument(self.get_query_argument("ended", None)))
+
+
+class ProfileForm(AccountForms):
     """POST /account/profile: save the profile (the fields the form sent), then back to /account/."""
 
     @signed_in(next_url=ACCOUNT, status=401)
@@ -70,7 +74,7 @@ class ProfileForm(AccountPage):
         self.redirect(ACCOUNT + "?saved=profile", status=303)
 
 
-class PasswordForm(AccountPage):
+class PasswordForm(AccountForms):
     """POST /account/password: the current password, the new one twice; every other session ends."""
 
     @signed_in(next_url=ACCOUNT, status=401)
