@@ -140,7 +140,8 @@ class Seeded:
         try:
             page = browser.get(self.url + "/login", timeout=20)
             xsrf = page.cookies["_xsrf"]
-            r = browser.post(self.url + "/login", data={"_xsrf": xsrf, "email": email or self.email, "password": PASSWORD},
+            r = browser.post(self.url + "/login",
+                             data={"_xsrf": xsrf, "email": email or self.email, "password": PASSWORD},
                              allow_redirects=False, timeout=20)
             assert r.status_code == 303, r.text
             return r.cookies["lbauth_session"], xsrf
