@@ -1,0 +1,131 @@
+"""Deleting an account when things are not quiet (contract sections 10 and 16): webhook events
+queued for a receiver that is down are all delivered once it is back, and token exchanges racing
+the deletion leave no token that works after the deletion's answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from lbauth.clock import SystemClock
+from lbauth.core.clients import outbox
+from tests.account_helpers import delete_account
+from tests.client import Client
+from tests.conftest import start_server
+from tests.flow_helpers import Setup, authorize, code_for, exchange, full_setup, refresh, tokens_for
+from tests.receiver import Receiver
+
+pytestmark = pytest.mark.slow
+
+SCHEDULE = (10, 20, 30)
+
+
+@pytest.fixture
+async def hooked(tmp_path, database_url):
+    """Webhooks to loopback allowed (development); deliveries happen only when the test flushes."""
+    srv = await start_server(tmp_path, database_url, env="development", webhook_timeout=1,
+                             webhook_retry_schedule=",".join(map(str, SCHEDULE)))
+    await srv.quiet()
+    yield srv
+    srv.client.close()
+    await srv.running.stop()
+
+
+async def test_events_queued_while_the_receiver_is_down_are_all_delivered_after_a_deletion(hooked):
+    server = hooked
+    down = Receiver()
+    port, url = down.port, down.url
+    await down.stop()  # the app's receiver is down: connections are refused
+
+    s = await full_setup(server, name="First", webhook_url=url)
+    apps = [s] + [Setup(s.user, s.token, await server.create_app(s.user["email"], name=name,
+                                                                 redirect_uris=[s.redirect_uri], webhook_url=url))
+                  for name in ("Second", "Third")]
+    for each in apps:
+        await tokens_for(server, each)
+    # One event is already queued (and failing) before the deletion: the user revoked the first app.
+    r = await server.client.delete(f"/api/auth/authorizations/{s.client_id}", bearer=s.token)
+    assert r.status == 200, r.text
+    await server.running.deliverer.flush()
+
+    r = await delete_account(server, s.token, s.user["password"])
+    assert r.status == 200 and r.data["revokedAuthorizations"] == 2, r.text
+    await server.running.deliverer.flush()
+    queued = await outbox.list_events(server.db)
+    assert len(queued) == 3 and {e["status"] for e in queued} == {"pending"}, queued
+    assert all(e["attempts"] >= 1 for e in queued)  # each was tried, and failed: the receiver is down
+
+    back = Receiver(port)  # the receiver comes back, on the same address
+    try:
+        server.clock.advance(max(SCHEDULE) * 1.1 + 1)
+        await server.running.deliverer.flush()
+        delivered = {hook.event_id: hook.payload for hook in back.received}
+        assert set(delivered) == {e["eventId"] for e in queued}  # none lost
+        assert {p["appId"] for p in delivered.values()} == {each.app["appId"] for each in apps}
+        assert {(p["eventType"], p["reason"]) for p in delivered.values()} == {("authorization.revoked",
+                                                                               "user_revoked")}
+        assert {e["status"] for e in await outbox.list_events(server.db)} == {"delivered"}
+    finally:
+        await back.stop()
+
+
+async def test_no_token_from_an_exchange_racing_the_deletion_works_after_its_answer(tmp_path, database_url):
+    """Exchanges and refreshes run without pause, eight at a time, while the account is deleted;
+    once the deletion has answered, every access token any of them got is refused as revoked and
+    every refresh token as revoked, whenever it was issued."""
+    server = await start_server(tmp_path, database_url, clock=SystemClock())
+    fast = Client(server.url, max_clients=32)
+    as_client = SimpleNamespace(client=fast)
+    try:
+        s = await full_setup(server)
+        first = await tokens_for(server, s)
+        codes = [await code_for(server, s) for _ in range(150)]
+        refresh_tokens = [first["refreshToken"]]
+        access_tokens = [first["accessToken"]]
+        deleted_at: list[float] = []
+        in_flight_at_answer: list[bool] = []
+
+        async def worker(n: int) -> None:
+            while codes:
+                started = time.monotonic()
+                if n % 4 == 0:  # a quarter of the workers refresh, the rest exchange codes
+                    r = await refresh(as_client, refresh_tokens[0], s.client_id, s.client_secret)
+                else:
+                    r = await exchange(as_client, codes.pop(), s.redirect_uri, s.client_id, s.client_secret)
+                if deleted_at and started < deleted_at[0]:
+                    in_flight_at_answer.append(True)
+                assert r.status in (200, 400), r.text
+                if r.status == 200:
+                    access_tokens.append(r.data["accessToken"])
+                    refresh_tokens.append(r.data["refreshToken"])
+                if deleted_at and time.monotonic() - deleted_at[0] > 0.5:
+                    return  # well past the answer: the race is over
+
+        async def deletion() -> None:
+            await asyncio.sleep(0.05)  # the workers are under way
+            r = await delete_account(as_client, s.token, s.user["password"])
+            deleted_at.append(time.monotonic())
+            assert r.status == 200, r.text
+
+        await asyncio.gather(deletion(), *(worker(n) for n in range(8)))
+        assert in_flight_at_answer, "no exchange was in flight when the deletion answered"
+        assert len(access_tokens) > 1  # some exchanges did win the race
+
+        for token in access_tokens:
+            me = await server.client.get("/api/auth/me", bearer=token)
+            me.assert_error(401, "oauth2.token.revoked")
+        for token in set(refresh_tokens):
+            (await refresh(server, token, s.client_id, s.client_secret)).assert_error(
+                400, "oauth2.refresh_token.revoked")
+        for code in codes[:5]:  # what was never exchanged cannot be any more
+            r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+            assert r.status == 400 and r.json["subCode"].startswith("oauth2.code."), r.text
+        r = await authorize(server, s.token, s.client_id, s.redirect_uri)
+        r.assert_error(401, "oauth2.token.revoked")
+    finally:
+        fast.close()
+        server.client.close()
+        await server.running.stop()
