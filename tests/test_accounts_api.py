@@ -8,6 +8,7 @@ a sign-in that fails. Time is moved with the server's clock, never slept."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -180,6 +181,23 @@ async def test_ending_another_of_my_sessions_refuses_its_token_at_once(server):
     assert [i["sessionId"] for i in await sessions_of(server, s.token)] != [stolen_id]
     assert len(await sessions_of(server, s.token)) == 1  # the caller's own goes on
     assert (await authorize(server, s.token, s.client_id, s.redirect_uri)).status == 200
+
+
+async def test_a_use_recording_last_used_that_races_the_end_does_not_bring_the_session_back(server):
+    """The first use after a minute writes lastUsedAt; when the session is ended while that write
+    is under way, the ended session must not come back from what that request had read."""
+    user = await server.create_user()
+    keeper = await server.login(user["email"], user["password"])
+    for _ in range(6):  # 30 races: the faulty order showed in about one in eight (PostgreSQL)
+        tokens = [await server.login(user["email"], user["password"]) for _ in range(5)]
+        ids = [await current_session_id(server, token) for token in tokens]  # each one cached
+        server.clock.advance(61)  # each token's next use records it
+        await sessions_of(server, keeper)  # (the keeper's own record, out of the way)
+        answers = await asyncio.gather(*(end_session(server, keeper, i) for i in ids),
+                                       *(server.client.get("/api/auth/authorizations", bearer=t) for t in tokens))
+        assert all(r.status == 200 for r in answers[:len(ids)]), [r.text for r in answers]
+        for token in tokens:
+            await assert_user_token_revoked(server, token)
 
 
 async def test_ending_a_session_that_is_not_mine_or_is_gone_is_not_found(server):

@@ -107,9 +107,15 @@ class Sessions:
         if session.expires_at <= now:
             raise errors.TokenExpired("The user token has expired; sign in again.")
         if now - session.last_used_at >= self.LAST_USED_EVERY:
+            # Counted before the write: a session ended meanwhile (here, or learned from the feed)
+            # must not be cached again as live from the copy this request holds.
+            read_started = self._by_credential.reading()
             await self.db.transaction(repo.touch, session.id, now, self.LAST_USED_EVERY)
             session = dataclasses.replace(session, last_used_at=now)
-            self._by_credential.put(key, session, self._by_credential.reading())
+            if self._by_credential.reading() == read_started:
+                self._by_credential.put(key, session, read_started)
+            else:
+                self._by_credential.drop(key)  # the next use reads the session again
         return SignedIn(session, user)
 
     async def _load(self, key: bytes, token: str) -> tuple[Session, User]:
