@@ -200,6 +200,25 @@ async def test_a_use_recording_last_used_that_races_the_end_does_not_bring_the_s
             await assert_user_token_revoked(server, token)
 
 
+async def test_what_a_process_remembers_of_sessions_is_bounded_and_ending_one_still_works(server):
+    """An operator's concern: a process that has seen many sessions does not keep something for
+    each of them forever (here the bound is lowered to 3). A session it let go of is read again
+    on its next use, and ending any of them is honoured at once."""
+    sessions = server.services.accounts.sessions
+    sessions.MAX_ENTRIES = 3
+    user = await server.create_user()
+    keeper = await server.login(user["email"], user["password"])
+    tokens = [await server.login(user["email"], user["password"]) for _ in range(8)]
+    ids = [await current_session_id(server, token) for token in tokens]  # this process sees each one
+    assert len(sessions._credential_of) <= 3
+    for token in tokens:  # all still work: the ones let go of are read again
+        assert (await server.client.get("/api/auth/authorizations", bearer=token)).status == 200
+    for token, session_id in zip(tokens, ids, strict=True):
+        assert (await end_session(server, keeper, session_id)).status == 200
+        await assert_user_token_revoked(server, token)
+    assert len(sessions._credential_of) <= 3
+
+
 async def test_ending_a_session_that_is_not_mine_or_is_gone_is_not_found(server):
     s = await full_setup(server)
     b = await other_user(server, s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,9 @@ class Sessions:
         self.db, self.clock, self.checklist, self.ttl, self.users = db, clock, checklist, ttl, users
         self._by_credential: AccountCache[bytes, Session] = AccountCache(
             checklist, max_entries=self.MAX_ENTRIES, max_age=self.MAX_AGE_SECONDS)
-        self._credential_of: dict[str, bytes] = {}  # session id -> digest, to forget by id
+        # Session id -> digest, to forget a cached credential by the id a feed entry names. Bounded
+        # like the cache: a credential whose id is let go here is dropped from the cache with it.
+        self._credential_of: OrderedDict[str, bytes] = OrderedDict()
         checklist.account_listeners.append(self._learn)
 
     def _learn(self, entry: Revocation) -> None:
@@ -113,6 +116,7 @@ class Sessions:
             await self.db.transaction(repo.touch, session.id, now, self.LAST_USED_EVERY)
             session = dataclasses.replace(session, last_used_at=now)
             if self._by_credential.reading() == read_started:
+                self._remember_id(session.id, key)
                 self._by_credential.put(key, session, read_started)
             else:
                 self._by_credential.drop(key)  # the next use reads the session again
@@ -126,10 +130,18 @@ class Sessions:
         session, user = found
         if session.ended_at is not None or not user.active:
             raise errors.TokenRevoked("This session has ended; sign in again.")
-        self._credential_of[session.id] = key
+        self._remember_id(session.id, key)
         self._by_credential.put(key, session, sessions_read)
         self.users.put(user.id, user, users_read)
         return session, user
+
+    def _remember_id(self, session_id: str, key: bytes) -> None:
+        """Before a credential is cached: a feed entry naming its session must find it."""
+        self._credential_of[session_id] = key
+        self._credential_of.move_to_end(session_id)
+        while len(self._credential_of) > self.MAX_ENTRIES:
+            _, dropped = self._credential_of.popitem(last=False)
+            self._by_credential.drop(dropped)  # no longer reachable by its id: not trusted either
 
     async def listed(self, user_id: str, current_id: str | None) -> list[dict[str, Any]]:
         return [{"sessionId": s.id, "kind": s.kind, "createdAt": iso(s.created_at), "lastUsedAt": iso(s.last_used_at),
