@@ -1,6 +1,7 @@
-"""Deleting an account when things are not quiet (contract sections 10 and 16): webhook events
-queued for a receiver that is down are all delivered once it is back, and token exchanges racing
-the deletion leave no token that works after the deletion's answer."""
+"""Account changes when things are not quiet (contract sections 10 and 16): webhook events queued
+for a receiver that is down are all delivered once it is back; token exchanges racing a deletion
+leave no token that works after the deletion's answer; sign-ins racing a disable or a password
+change leave no session that the change should have ended."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ import pytest
 
 from lbauth.clock import SystemClock
 from lbauth.core.clients import outbox
-from tests.account_helpers import delete_account
+from tests.account_helpers import (
+    assert_user_token_revoked,
+    change_password,
+    delete_account,
+    sessions_of,
+    within,
+)
 from tests.client import Client
-from tests.conftest import start_server
+from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import Setup, authorize, code_for, exchange, full_setup, refresh, tokens_for
 from tests.receiver import Receiver
 
@@ -129,3 +136,69 @@ async def test_no_token_from_an_exchange_racing_the_deletion_works_after_its_ans
         fast.close()
         server.client.close()
         await server.running.stop()
+
+
+async def sign_in_until_refused(server, email: str, password: str, issued: list[str]) -> None:
+    """Sign in again and again, keeping each token, until the server refuses the password."""
+    while True:
+        r = await server.client.post("/api/auth/login", json={"email": email, "password": password})
+        if r.status != 200:
+            r.assert_error(401, "auth.login.failed")
+            return
+        issued.append(r.data["token"])
+
+
+async def test_a_sign_in_racing_a_disable_gives_no_token_that_works_after_enable(tmp_path, database_url):
+    """Sign-ins run without pause, four at a time, while an operator disables the account; after
+    `enable`, none of their tokens works: each was either issued before the disable (and ended by
+    it) or should not have been issued at all."""
+    server = await start_server(tmp_path, database_url, clock=SystemClock())
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(server.settings.data_dir)}
+    issued: list[str] = []
+    signers: list[asyncio.Future] = []
+    try:
+        user = await server.create_user()
+        signers = [asyncio.ensure_future(sign_in_until_refused(server, user["email"], user["password"], issued))
+                   for _ in range(4)]
+        result = await arun_cli("users", "disable", user["email"], "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        await asyncio.wait_for(asyncio.gather(*signers), 30)  # each ends at its first refusal
+        assert len(issued) >= 4
+        result = await arun_cli("users", "enable", user["email"], "--json", env=env)
+        assert result.returncode == 0, result.stderr
+
+        for token in issued:
+            await assert_user_token_revoked(server, token)
+        fresh = await server.login(user["email"], user["password"])  # enabled again
+        assert len(await sessions_of(server, fresh)) == 1
+    finally:
+        for signer in signers:
+            signer.cancel()
+        server.client.close()
+        await server.running.stop()
+
+
+async def test_a_sign_in_with_the_old_password_racing_its_change_gives_no_working_token(server):
+    """Sign-ins with the old password run without pause while the user changes it; once the
+    change has answered, the caller's session is the only one that works."""
+    user = await server.create_user()
+    keeper = await server.login(user["email"], user["password"])
+    issued: list[str] = []
+    signers = [asyncio.ensure_future(sign_in_until_refused(server, user["email"], user["password"], issued))
+               for _ in range(4)]
+    try:
+        await within(30, lambda: _true(len(issued) >= 4), step=0.01)  # the sign-ins are under way
+        r = await change_password(server, keeper, user["password"], "a brand new password")
+        assert r.status == 200, r.text
+        await asyncio.wait_for(asyncio.gather(*signers), 30)
+    finally:
+        for signer in signers:
+            signer.cancel()
+    assert issued
+    for token in issued:
+        await assert_user_token_revoked(server, token)
+    assert [item["current"] for item in await sessions_of(server, keeper)] == [True]
+
+
+async def _true(value: bool) -> bool:
+    return value

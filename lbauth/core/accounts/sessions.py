@@ -61,13 +61,17 @@ def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None =
 
 async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int, user_agent: str = "",
                        ip_address: str = "") -> tuple[str, Session]:
-    """A new session for a user who just proved who they are: its credential (shown once) and the session."""
+    """A new session for a user who just proved who they are (`user` as read before the password
+    was checked): its credential (shown once) and the session. LoginFailed when the account was
+    disabled, deleted or given a new password meanwhile: the session that change ended would
+    otherwise be opened after it (and work again after `enable`)."""
     token = opaque.new_secret(opaque.USER_TOKEN)
     now = int(clock.now())
     session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
                       created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
                       user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64])
-    await db.transaction(repo.insert_session, session)
+    if not await db.transaction(repo.insert_if_user_unchanged, session, user.password_hash):
+        raise errors.LoginFailed()
     return token, session
 
 
