@@ -1,7 +1,8 @@
 """Account changes when things are not quiet (contract sections 10 and 16): webhook events queued
 for a receiver that is down are all delivered once it is back; token exchanges racing a deletion
 leave no token that works after the deletion's answer; sign-ins racing a disable or a password
-change leave no session that the change should have ended."""
+change leave no session that the change should have ended; authorizations racing a disable, a
+deletion or the app's revocation leave no code that gives a working token."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.client import Client
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import Setup, authorize, code_for, exchange, full_setup, refresh, tokens_for
 from tests.receiver import Receiver
+from tests.revocation_helpers import claims_of
 
 pytestmark = pytest.mark.slow
 
@@ -198,6 +200,114 @@ async def test_a_sign_in_with_the_old_password_racing_its_change_gives_no_workin
     for token in issued:
         await assert_user_token_revoked(server, token)
     assert [item["current"] for item in await sessions_of(server, keeper)] == [True]
+
+
+
+# ---- authorizations racing the changes that must stop them -----------------------------------------------
+
+async def authorize_until_refused(server, setup: Setup, codes: list[str], stop: list[bool]) -> None:
+    """Ask for codes again and again (POST /api/oauth/authorize/external), keeping each, until the
+    user token is refused or `stop` is set."""
+    while not stop:
+        r = await authorize(server, setup.token, setup.client_id, setup.redirect_uri)
+        if r.status != 200:
+            r.assert_error(401, "oauth2.token.revoked")
+            return
+        codes.append(r.data["code"])
+
+
+async def exchanged(server, setup: Setup, codes: list[str]) -> list[dict]:
+    """The token sets the codes still give (each code tried once)."""
+    sets = []
+    for code in codes:
+        r = await exchange(server, code, setup.redirect_uri, setup.client_id, setup.client_secret)
+        if r.status == 200:
+            sets.append(r.data)
+        else:
+            assert r.status == 400 and r.json["subCode"].startswith("oauth2.code."), r.text
+    return sets
+
+
+async def test_an_authorization_racing_a_disable_gives_no_code_that_still_works(tmp_path, database_url):
+    """Codes are asked for without pause, six at a time (three apps already authorized, three
+    authorized for the first time), while an operator disables the account: once the disable has
+    answered, none of those codes can be exchanged, and after `enable` none of them either."""
+    server = await start_server(tmp_path, database_url, clock=SystemClock())
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(server.settings.data_dir)}
+    loops: list[asyncio.Future] = []
+    try:
+        s = await full_setup(server)
+        apps = [s] + [Setup(s.user, s.token, await server.create_app(s.user["email"], name=f"App {i}",
+                                                                     redirect_uris=[s.redirect_uri]))
+                      for i in range(5)]
+        for each in apps[:3]:
+            await code_for(server, each)  # a live grant: codes are issued under it
+        codes: dict[str, list[str]] = {each.client_id: [] for each in apps}
+        loops = [asyncio.ensure_future(authorize_until_refused(server, each, codes[each.client_id], []))
+                 for each in apps]
+        result = await arun_cli("users", "disable", s.user["email"], "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        await asyncio.wait_for(asyncio.gather(*loops), 30)
+        assert sum(map(len, codes.values())) >= len(apps)
+        for each in apps:
+            assert await exchanged(server, each, codes[each.client_id]) == []
+        result = await arun_cli("users", "enable", s.user["email"], "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        for each in apps:
+            assert await exchanged(server, each, codes[each.client_id][-3:]) == []
+    finally:
+        for loop in loops:
+            loop.cancel()
+        server.client.close()
+        await server.running.stop()
+
+
+async def test_an_authorization_racing_the_deletion_gives_no_code_that_works(server):
+    s = await full_setup(server)
+    apps = [s] + [Setup(s.user, s.token, await server.create_app(s.user["email"], name=f"App {i}",
+                                                                 redirect_uris=[s.redirect_uri]))
+                  for i in range(3)]
+    for each in apps[:2]:
+        await code_for(server, each)
+    codes: dict[str, list[str]] = {each.client_id: [] for each in apps}
+    loops = [asyncio.ensure_future(authorize_until_refused(server, each, codes[each.client_id], []))
+             for each in apps]
+    try:
+        await within(30, lambda: _true(sum(map(len, codes.values())) >= 2 * len(apps)), step=0.01)
+        r = await delete_account(server, s.token, s.user["password"])
+        assert r.status == 200, r.text
+        await asyncio.wait_for(asyncio.gather(*loops), 30)
+    finally:
+        for loop in loops:
+            loop.cancel()
+    for each in apps:
+        assert await exchanged(server, each, codes[each.client_id]) == []
+
+
+async def test_an_authorization_racing_the_apps_revocation_gives_no_token_of_the_revoked_grant(server):
+    """Codes are asked for without pause while the user revokes the app. Codes asked for after
+    the revocation belong to a new grant (the user authorized the app again); none of the revoked
+    grant's may give a token that works."""
+    s = await full_setup(server)
+    revoked_grant = claims_of((await tokens_for(server, s))["accessToken"])["gid"]
+    codes: list[str] = []
+    stop: list[bool] = []
+    loops = [asyncio.ensure_future(authorize_until_refused(server, s, codes, stop)) for _ in range(6)]
+    try:
+        await within(30, lambda: _true(len(codes) >= 6), step=0.01)
+        r = await server.client.delete(f"/api/auth/authorizations/{s.client_id}", bearer=s.token)
+        assert r.status == 200, r.text
+        stop.append(True)
+        await asyncio.wait_for(asyncio.gather(*loops), 30)
+    finally:
+        for loop in loops:
+            loop.cancel()
+    for tokens in await exchanged(server, s, codes):
+        if claims_of(tokens["accessToken"])["gid"] == revoked_grant:
+            r = await server.client.get("/api/auth/me", bearer=tokens["accessToken"])
+            r.assert_error(401, "oauth2.token.revoked")
+            (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).assert_error(
+                400, "oauth2.refresh_token.revoked")
 
 
 async def _true(value: bool) -> bool:
