@@ -45,9 +45,10 @@ ERROR_BODIES: list[bytes] = []
 
 
 class Client:
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, max_clients: int = 10) -> None:
+        """`max_clients`: requests in flight at once (more wait their turn in the client)."""
         self.base_url = base_url
-        self._http = AsyncHTTPClient(force_instance=True)
+        self._http = AsyncHTTPClient(force_instance=True, max_clients=max_clients)
 
     async def request(self, method: str, path: str, *, json_body: Any = None, form: Any = None,
                       body: bytes | str | None = None, headers: dict[str, str] | None = None,

@@ -60,12 +60,13 @@ class _Hook(tornado.web.RequestHandler):
 
 
 class Receiver:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """Listens on `port` (0: any free one); a receiver that was stopped comes back on its port."""
         self.received: list[Received] = []
         self.script: deque[Answer] = deque()
         self.default = Answer()
         self.arrived = asyncio.Event()
-        sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+        sockets = tornado.netutil.bind_sockets(port, "127.0.0.1")
         self.port = sockets[0].getsockname()[1]
         app = tornado.web.Application([(r"/(.*)", _Hook, {"receiver": self})])
         self._server = tornado.httpserver.HTTPServer(app)

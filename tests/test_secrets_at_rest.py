@@ -1,18 +1,27 @@
 """Secrets at rest (contract sections 6 and 8): after users, apps and tokens are created, no raw
-database row holds a plaintext client secret, webhook secret, password, token or private key."""
+database row holds a plaintext client secret, webhook secret, password, token or private key.
+And personal data at rest (contract 16): a deleted account's name, email, profile and password
+hash leave the database's bytes within 10 s of the deletion's answer."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import secrets
+import shutil
 import stat
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import make_url
 
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text, key_file
 from lbauth.settings import SettingsError
-from tests.conftest import start_server
+from tests.conftest import arun_cli, start_server
 
 
 async def _all_cells(db) -> list[str]:
@@ -95,3 +104,106 @@ def test_master_key_list_first_encrypts_all_decrypt():
         raise AssertionError("accepted a short key")
     except SettingsError as exc:
         assert str(exc).startswith("LBAUTH_MASTER_KEY:")
+
+
+# ---- a deleted account leaves the bytes at rest (contract 16) -----------------------------------------------
+
+ERASED_WITHIN = 10  # seconds after the deletion's answer
+
+
+async def _bytes_at_rest(server, database_url: str, backend: str) -> bytes:
+    """What an attacker with the disk (or a backup) would read: on SQLite the database file and its
+    write-ahead log, raw; on PostgreSQL a `pg_dump` of the database (every live row), or, where the
+    PostgreSQL client tools are not installed, every row of every table read with SQL."""
+    if backend == "sqlite":
+        path = Path(make_url(database_url).database)
+        return b"".join(p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    if shutil.which("pg_dump") is None:
+        return "\n".join(await _all_cells(server.db)).encode()
+    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    dump = await asyncio.to_thread(subprocess.run, ["pg_dump", "--no-owner", dsn], capture_output=True, timeout=60)
+    assert dump.returncode == 0, dump.stderr.decode(errors="replace")
+    return dump.stdout
+
+
+async def test_a_deleted_users_personal_data_leaves_the_bytes_at_rest_within_10_seconds(server, database_url,
+                                                                                     backend):
+    mark = secrets.token_hex(6)
+    user = await server.create_user(email=f"erasable.{mark}@example.com", name=f"Erasable Person {mark}",
+                                    bio=f"bio of {mark}", avatar=f"https://img.example/{mark}.png",
+                                    interest_tags=[f"tag{mark}"])
+    token = await server.login(user["email"], user["password"])
+    # Personal data written more than once: an earlier name, a session with the browser's user agent.
+    r = await server.client.request("PATCH", "/api/account/profile", json_body={"name": f"Renamed Person {mark}"},
+                                    bearer=token)
+    assert r.status == 200, r.text
+    agent = await server.client.post("/api/auth/login", json={"email": user["email"], "password": user["password"]},
+                                     headers={"User-Agent": f"AgentOf/{mark}"})
+    assert agent.status == 200
+    app = await server.create_app((await server.create_user())["email"])
+    code = (await server.client.post("/api/oauth/authorize/external", bearer=token, json={
+        "clientId": app["clientId"], "redirectUri": app["redirectUris"][0], "scope": ["userinfo"]})).data["code"]
+    assert (await server.client.post("/api/oauth/token/code", form={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": app["redirectUris"][0],
+        "client_id": app["clientId"], "client_secret": app["clientSecret"]})).status == 200
+    password_hash = await server.db.read(lambda c: c.execute(
+        text("SELECT password_hash FROM users WHERE id = :id"), {"id": user["userId"]}).scalar_one())
+    needles = [value.encode() for value in (
+        user["email"], f"Erasable Person {mark}", f"Renamed Person {mark}", f"bio of {mark}",
+        f"https://img.example/{mark}.png", f"tag{mark}", f"AgentOf/{mark}", password_hash)]
+    present = await _bytes_at_rest(server, database_url, backend)
+    assert user["email"].encode() in present and f"Renamed Person {mark}".encode() in present  # the scan sees them
+
+    r = await server.client.request("DELETE", "/api/account", json_body={"password": user["password"]},
+                                    bearer=token)
+    assert r.status == 200, r.text
+    answered = time.monotonic()
+    while True:
+        at_rest = await _bytes_at_rest(server, database_url, backend)
+        left = [needle.decode() for needle in needles if needle in at_rest]
+        if not left:
+            break
+        assert time.monotonic() - answered < ERASED_WITHIN, f"still at rest {ERASED_WITHIN} s after: {left}"
+        await asyncio.sleep(0.5)
+    assert user["userId"].encode() in at_rest  # the row stays, with its id and times (not the person)
+
+
+async def test_an_operators_deletion_leaves_the_bytes_at_rest_while_the_server_is_busy(server, database_url, backend):
+    """`lbauth users delete` in its own process, while a server on the same database keeps
+    answering another user's requests (readers and writers of its own): within 10 s of the
+    command's answer the person is gone from the bytes at rest."""
+    mark = secrets.token_hex(6)
+    user = await server.create_user(email=f"operator.gone.{mark}@example.com", name=f"Operator Deleted {mark}")
+    token = await server.login(user["email"], user["password"])
+    r = await server.client.request("PATCH", "/api/account/profile", json_body={"bio": f"written {mark}"},
+                                    bearer=token)
+    assert r.status == 200, r.text
+    needles = [user["email"].encode(), f"Operator Deleted {mark}".encode(), f"written {mark}".encode()]
+    assert needles[0] in await _bytes_at_rest(server, database_url, backend)
+
+    other = await server.create_user()
+    busy = True
+
+    async def keep_busy() -> None:
+        other_token = await server.login(other["email"], other["password"])
+        n = 0
+        while busy:
+            n += 1
+            await server.client.request("PATCH", "/api/account/profile", json_body={"bio": f"busy {n}"},
+                                        bearer=other_token)
+            await server.client.get("/api/account/sessions", bearer=other_token)
+    background = asyncio.ensure_future(keep_busy())
+    try:
+        env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(server.settings.data_dir)}
+        result = await arun_cli("users", "delete", user["email"], "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        answered = time.monotonic()
+        while True:
+            left = [n.decode() for n in needles if n in await _bytes_at_rest(server, database_url, backend)]
+            if not left:
+                break
+            assert time.monotonic() - answered < ERASED_WITHIN, f"still at rest {ERASED_WITHIN} s after: {left}"
+            await asyncio.sleep(0.5)
+    finally:
+        busy = False
+        await background

@@ -215,6 +215,9 @@ class Accounts:
         now, access_ttl = int(self.clock.now()), self.settings.access_token_ttl
 
         def work(conn: Connection) -> list[str]:
+            # The user's row first: a sign-in or a first authorization under way (they share-lock
+            # it) then either waits and sees the deletion, or is seen by the reads below.
+            repo.lock_for_change(conn, user.id)
             grant_ids = []
             for grant in grants_repo.live_grants_of_user(conn, user.id):
                 app = apps_repo.by_client_id(conn, grant.client_id)

@@ -57,6 +57,10 @@ class AccountCache(Generic[K, V]):
         self._changes += 1
         self._entries.pop(key, None)
 
+    def drop(self, key: K) -> None:
+        """Let an entry go (to be read again; nothing changed: reads under way may still store theirs)."""
+        self._entries.pop(key, None)
+
     def clear(self) -> None:
         self._changes += 1
         self._entries.clear()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,13 +61,17 @@ def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None =
 
 async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int, user_agent: str = "",
                        ip_address: str = "") -> tuple[str, Session]:
-    """A new session for a user who just proved who they are: its credential (shown once) and the session."""
+    """A new session for a user who just proved who they are (`user` as read before the password
+    was checked): its credential (shown once) and the session. LoginFailed when the account was
+    disabled, deleted or given a new password meanwhile: the session that change ended would
+    otherwise be opened after it (and work again after `enable`)."""
     token = opaque.new_secret(opaque.USER_TOKEN)
     now = int(clock.now())
     session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
                       created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
                       user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64])
-    await db.transaction(repo.insert_session, session)
+    if not await db.transaction(repo.insert_if_user_unchanged, session, user.password_hash):
+        raise errors.LoginFailed()
     return token, session
 
 
@@ -82,7 +87,9 @@ class Sessions:
         self.db, self.clock, self.checklist, self.ttl, self.users = db, clock, checklist, ttl, users
         self._by_credential: AccountCache[bytes, Session] = AccountCache(
             checklist, max_entries=self.MAX_ENTRIES, max_age=self.MAX_AGE_SECONDS)
-        self._credential_of: dict[str, bytes] = {}  # session id -> digest, to forget by id
+        # Session id -> digest, to forget a cached credential by the id a feed entry names. Bounded
+        # like the cache: a credential whose id is let go here is dropped from the cache with it.
+        self._credential_of: OrderedDict[str, bytes] = OrderedDict()
         checklist.account_listeners.append(self._learn)
 
     def _learn(self, entry: Revocation) -> None:
@@ -107,9 +114,16 @@ class Sessions:
         if session.expires_at <= now:
             raise errors.TokenExpired("The user token has expired; sign in again.")
         if now - session.last_used_at >= self.LAST_USED_EVERY:
+            # Counted before the write: a session ended meanwhile (here, or learned from the feed)
+            # must not be cached again as live from the copy this request holds.
+            read_started = self._by_credential.reading()
             await self.db.transaction(repo.touch, session.id, now, self.LAST_USED_EVERY)
             session = dataclasses.replace(session, last_used_at=now)
-            self._by_credential.put(key, session, self._by_credential.reading())
+            if self._by_credential.reading() == read_started:
+                self._remember_id(session.id, key)
+                self._by_credential.put(key, session, read_started)
+            else:
+                self._by_credential.drop(key)  # the next use reads the session again
         return SignedIn(session, user)
 
     async def _load(self, key: bytes, token: str) -> tuple[Session, User]:
@@ -120,10 +134,18 @@ class Sessions:
         session, user = found
         if session.ended_at is not None or not user.active:
             raise errors.TokenRevoked("This session has ended; sign in again.")
-        self._credential_of[session.id] = key
+        self._remember_id(session.id, key)
         self._by_credential.put(key, session, sessions_read)
         self.users.put(user.id, user, users_read)
         return session, user
+
+    def _remember_id(self, session_id: str, key: bytes) -> None:
+        """Before a credential is cached: a feed entry naming its session must find it."""
+        self._credential_of[session_id] = key
+        self._credential_of.move_to_end(session_id)
+        while len(self._credential_of) > self.MAX_ENTRIES:
+            _, dropped = self._credential_of.popitem(last=False)
+            self._by_credential.drop(dropped)  # no longer reachable by its id: not trusted either
 
     async def listed(self, user_id: str, current_id: str | None) -> list[dict[str, Any]]:
         return [{"sessionId": s.id, "kind": s.kind, "createdAt": iso(s.created_at), "lastUsedAt": iso(s.last_used_at),

@@ -191,8 +191,7 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
         if union != list(held):  # a second approval extends the grant to the union
             grants_repo.set_scopes(conn, issued.grant_id, union, now)
         return
-    user = users_repo.by_id(conn, user_id)
-    if user is None or not user.active:  # disabled or deleted since this session was last checked
+    if not users_repo.lock_if_active(conn, user_id):  # disabled or deleted since this session was checked
         raise TokenRevoked("This session has ended; sign in again.")
     grant_id = opaque.new_id("gnt_")
     grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),

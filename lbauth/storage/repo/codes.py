@@ -62,7 +62,12 @@ _FROM_GRANT = shaped(
                             (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
                  .join(users, users.c.id == grants.c.user_id)
                  .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
-                        grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None)))
+                        grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None))
+                 # PostgreSQL: a revocation, disable or deletion under way updates one of these rows;
+                 # the lock waits for it and then sees its outcome (no code is issued after its
+                 # codes were revoked), or makes it wait and then revoke this code too. Locked in
+                 # the order named (the user's row first), as every change to both takes them.
+                 .with_for_update(read=True, of=[users, grants]))
     # The grant's scopes, to extend it if this approval asks for more. Written out: SQLite allows
     # a subquery in RETURNING, but SQLAlchemy does not correlate one there.
     .returning(codes.c.grant_id, literal_column(

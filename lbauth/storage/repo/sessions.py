@@ -22,6 +22,23 @@ def insert_session(conn: Connection, session: Session) -> None:
     conn.execute(insert(sessions).values({f.name: getattr(session, f.name) for f in fields(session)}))
 
 
+_STILL_AS_CHECKED = (select(users.c.id)
+                     .where(users.c.id == bindparam("user_id"), users.c.password_hash == bindparam("password_hash"),
+                            users.c.disabled_at.is_(None), users.c.deleted_at.is_(None))
+                     .with_for_update(read=True))
+
+
+def insert_if_user_unchanged(conn: Connection, session: Session, password_hash: str) -> bool:
+    """Open the session only if its user may still sign in with the password just checked: not
+    disabled, deleted or given a new password since it was read. The user's row is share-locked
+    (PostgreSQL; SQLite writes one at a time), so a disable, deletion or password change under way
+    either is seen here or waits for this insert and then ends the session it finds."""
+    if conn.execute(_STILL_AS_CHECKED, {"user_id": session.user_id, "password_hash": password_hash}).first() is None:
+        return False
+    insert_session(conn, session)
+    return True
+
+
 def with_user(conn: Connection, token_hash: str) -> tuple[Session, User] | None:
     """The session a credential names, ended or not, and its user."""
     row = conn.execute(_WITH_USER, {"token_hash": token_hash}).first()

@@ -31,6 +31,29 @@ def by_id(conn: Connection, user_id: str) -> User | None:
     return User(*row) if row is not None else None
 
 
+_ACTIVE_LOCKED = (select(users.c.id)
+                  .where(users.c.id == bindparam("user_id"), users.c.disabled_at.is_(None),
+                         users.c.deleted_at.is_(None))
+                  .with_for_update(read=True))
+
+
+def lock_if_active(conn: Connection, user_id: str) -> bool:
+    """Is the user neither disabled nor deleted? Their row is share-locked to the end of the
+    transaction (PostgreSQL; SQLite writes one at a time): a disable or deletion under way is
+    waited for and then seen, or waits for this transaction and then sees what it wrote."""
+    return conn.execute(_ACTIVE_LOCKED, {"user_id": user_id}).first() is not None
+
+
+_LOCK_FOR_CHANGE = select(users.c.id).where(users.c.id == bindparam("user_id")).with_for_update(key_share=True)
+
+
+def lock_for_change(conn: Connection, user_id: str) -> None:
+    """Before changing what the user's sessions and grants may do (deletion): FOR NO KEY UPDATE
+    waits out, and holds off, the share locks of `lock_if_active` (PostgreSQL), not the foreign
+    key checks of the inserts that name the user (a token exchange under way is not held up)."""
+    conn.execute(_LOCK_FOR_CHANGE, {"user_id": user_id})
+
+
 def listed(conn: Connection) -> list[User]:
     """Every account not deleted, oldest first (the operators' `lbauth users list`)."""
     query = _ALL.where(users.c.deleted_at.is_(None)).order_by(users.c.created_at, users.c.id)
