@@ -15,6 +15,7 @@ from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
 from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
+from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.ratelimit import RateLimiter
 from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
@@ -38,7 +39,9 @@ class Services:
     def __post_init__(self) -> None:
         self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
-        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist)
+        self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.reload_keys)
+        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
+                                         self.id_tokens)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
@@ -81,7 +84,7 @@ class Services:
 
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""
-        keyring = await load_keyring(self.db, self.master_keys)
+        keyring = await load_keyring(self.db, self.master_keys, self.settings.signing_alg)
         changed = keyring.version != self.keyring.version
         if changed:
             self.keyring = keyring

@@ -29,7 +29,8 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 def new_user(user_id: str = "usr_1", email: str = "ada@example.com") -> User:
     return User(id=user_id, email=email, name="Ada", avatar="", bio="", interest_tags=["math"],
-                password_hash="$argon2id$not-a-real-hash", created_at=NOW, disabled_at=None, deleted_at=None)
+                password_hash="$argon2id$not-a-real-hash", created_at=NOW, disabled_at=None, deleted_at=None,
+                email_verified=False)
 
 
 async def add_app(db: Database, owner: User, app_id: str = "app_1", client_id: str = "cid_1",
