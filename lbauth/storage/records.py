@@ -86,6 +86,8 @@ class AppChanges:
     webhook_disabled_at: int | None | Literal[_Keep.KEEP] = KEEP
     client_secret_hash: str | None = None
     webhook_secret_sealed: str | None = None
+    id_token_alg: str | None = None
+    post_logout_redirect_uris: list[str] | None = None
 
     def columns(self) -> dict[str, Any]:
         """The columns to write and their new values."""

@@ -38,7 +38,7 @@ async def add_app(db: Database, owner: User, app_id: str = "app_1", client_id: s
     await db.transaction(apps_repo.insert_app, app_id=app_id, client_id=client_id, name="Notes", owner_id=owner.id,
                          client_secret_hash="s" * 64, redirect_uris=["https://app.example/cb"],
                          scopes=["userinfo", "profile"], webhook_url=webhook_url, webhook_secret_sealed="mk1.sealed",
-                         now=NOW)
+                         now=NOW, id_token_alg="RS256", post_logout_redirect_uris=[])
     app = await db.read(apps_repo.by_client_id, client_id)
     assert app is not None
     return app
