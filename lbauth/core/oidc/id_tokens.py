@@ -55,14 +55,14 @@ class IdTokens:
     """Mints ID tokens with the process's key ring: one active key per algorithm (contract 8)."""
 
     def __init__(self, settings: Settings, clock: Clock, keyring: Callable[[], KeyRing],
-                 reload_keys: Callable[[], Awaitable[bool]]) -> None:
-        self.settings, self.clock, self._keyring, self._reload_keys = settings, clock, keyring, reload_keys
+                 activate_key: Callable[[str], Awaitable[None]]) -> None:
+        self.settings, self.clock, self._keyring, self._activate_key = settings, clock, keyring, activate_key
 
     async def mint(self, *, alg: str, client_id: str, asu: str, auth_time: int, nonce: str | None,
                    session_id: str | None, access_token: str, now: int) -> str:
         signer = self._keyring().signers.get(alg)
-        if signer is None:  # an app chose an algorithm moments ago: its key is in the database already
-            await self._reload_keys()
+        if signer is None:  # the first ID token of an algorithm an app chose: its key is made (contract 8)
+            await self._activate_key(alg)
             signer = self._keyring().signers.get(alg)
             if signer is None:
                 raise errors.ServerUnavailable(f"No {alg} signing key is active.")
