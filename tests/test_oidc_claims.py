@@ -335,3 +335,20 @@ async def test_userinfo_without_the_openid_scope_is_insufficient_scope(server):
     r = await server.client.get("/oauth/userinfo", bearer=data["accessToken"])
     assert r.status == 403 and r.json["error"] == "insufficient_scope"
     assert 'error="insufficient_scope"' in r.headers["WWW-Authenticate"]
+
+
+# ---- code reuse (Basic OP: oidcc-codereuse, oidcc-codereuse-30seconds) ----------------------------------
+
+async def test_a_reused_openid_code_is_refused_and_revokes_what_it_gave(server):
+    setup = await full_setup(server)
+    _, query = await first_approval(server, setup)
+    code = query["code"][0]
+    tokens = await token_response(server, setup, code)
+    assert (await server.client.get("/oauth/userinfo", bearer=tokens["access_token"])).status == 200
+    server.clock.advance(30)
+    r = await server.client.post("/oauth/token", form={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": setup.redirect_uri,
+        "client_id": setup.client_id, "client_secret": setup.client_secret})
+    assert r.status == 400 and r.json["error"] == "invalid_grant" and "id_token" not in r.json
+    r = await server.client.get("/oauth/userinfo", bearer=tokens["access_token"])
+    assert r.status == 401 and r.json["error"] == "invalid_token"
