@@ -156,6 +156,31 @@ async def test_unknown_scope_values_are_ignored_in_an_openid_request_only(server
     refused_with(page, setup, "invalid_scope")
 
 
+async def test_scope_order_does_not_matter(server):
+    setup = await full_setup(server)
+    _, query = await first_approval(server, setup, scope="email openid")
+    tokens = await token_response(server, setup, query["code"][0])
+    assert set(tokens["scope"].split()) == {"openid", "email"} and tokens["id_token"]
+
+
+async def test_a_missing_response_type_is_refused_and_no_code_is_issued(server):
+    setup = await full_setup(server)
+    browser, _ = await first_approval(server, setup)
+    request = {k: v for k, v in params(setup).items() if k != "response_type"}
+    page = await browser.get(oauth_url(request))
+    if page.status in (302, 303):
+        refused_with(page, setup, "invalid_request")
+    else:
+        assert page.status == 400 and not page.location
+
+
+async def test_discovery_never_offers_unsigned_id_tokens(server):
+    meta = (await server.client.get("/.well-known/openid-configuration")).json
+    assert meta["id_token_signing_alg_values_supported"] == ["RS256", "ES256", "EdDSA"]
+    assert meta["request_parameter_supported"] is False and meta["request_uri_parameter_supported"] is False
+    assert meta["claims_parameter_supported"] is False
+
+
 # ---- prompt, max_age, hints ----------------------------------------------------------------------------
 
 async def test_prompt_none_signed_out_is_login_required_with_iss_and_state(server):
@@ -216,11 +241,12 @@ async def test_prompt_login_signs_in_again_and_moves_auth_time(server):
     assert second["auth_time"] == first["auth_time"] + 120 and second["sub"] == first["sub"]
 
 
-async def test_max_age_zero_signs_in_once_then_issues_a_code(server):
+@pytest.mark.parametrize("max_age", ["0", "1"])  # 1: Basic OP oidcc-max-age-1
+async def test_max_age_signs_in_once_then_issues_a_code(server, max_age):
     setup = await full_setup(server)
     browser, _ = await first_approval(server, setup)
     server.clock.advance(5)
-    page = await browser.get(oauth_url(params(setup, max_age="0")))
+    page = await browser.get(oauth_url(params(setup, max_age=max_age)))
     assert page.login_form() is not None
     landing = await browser.log_in(page, setup.user["email"], setup.user["password"])
     assert landing.status in (302, 303), landing.text[:300]  # not the sign-in form again
@@ -284,7 +310,8 @@ async def test_display_locales_and_acr_values_are_accepted_and_ignored(server):
     setup = await full_setup(server)
     browser, _ = await first_approval(server, setup)
     page = await browser.get(oauth_url(params(setup, display="popup", ui_locales="fr-CA en", claims_locales="de",
-                                              acr_values="urn:mace:incommon:iap:silver", unknown_param="x")))
+                                              acr_values="urn:mace:incommon:iap:silver", unknown_param="x",
+                                              claims='{"userinfo": {"name": {"essential": true}}}')))
     assert "code" in redirect_query(page.location, setup.redirect_uri)
 
 
