@@ -87,6 +87,15 @@ def test_app_without_scopes_may_request_every_scope(cli):
     assert created["webhookUrl"] is None
 
 
+def test_an_app_made_before_the_first_start_leaves_the_access_key_to_the_signing_alg(cli):
+    """The CLI makes the ID-token key an app asks for; on a database no server has started on,
+    the access-token key (LBAUTH_SIGNING_ALG, ES256 by default) is made too, and first."""
+    cli("users", "create", "--email", "f@example.com", "--name", "F", "--password", "owner-pass")
+    cli("apps", "create", "--name", "First", "--owner", "f@example.com", "--redirect-uri", "https://f.example/cb")
+    listed = cli.json("keys", "list")
+    assert sorted((k["alg"], k["state"]) for k in listed) == [("ES256", "active"), ("RS256", "active")]
+
+
 def test_openid_options_of_users_and_apps(cli):
     """Contract 15: --email-verified, --id-token-alg (its key made when an app asks for it),
     --post-logout-redirect-uri (checked like redirect URIs)."""
