@@ -168,6 +168,7 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         # A staged key that is not wanted can be withdrawn at once: it never signed anything.
         withdrawn = await atool("rotate_signing_key.py", "retire", f"--kid={rs['kid']}", "--json", env=env)
         assert withdrawn.returncode == 0 and json.loads(withdrawn.stdout)[0]["state"] == "retired"
+        await srv.running.reload_keys()
         jwks = (await srv.client.get("/.well-known/jwks.json")).json
         assert rs["kid"] not in {k["kid"] for k in jwks["keys"]}
     finally:
@@ -305,7 +306,8 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert srv.services.master_keys.ids == (old_id, added["keyId"])
         promoted = await atool("rotate_master_key.py", "promote", added["keyId"], "--force", "--json", env=env)
         assert promoted.returncode == 0, promoted.stderr
-        assert json.loads(promoted.stdout)["resealed"] == 2  # the webhook secret and the signing key
+        # the webhook secret and the two signing keys (access tokens' ES256, ID tokens' RS256)
+        assert json.loads(promoted.stdout)["resealed"] == 3
         await srv.running.reload_keys()
         assert (await browser.get("/account/apps")).login_form() is None  # and the cookie is re-signed
         early = await atool("rotate_master_key.py", "retire", added["keyId"], env=env)
@@ -314,7 +316,7 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert retired.returncode == 0, retired.stderr
         await srv.running.reload_keys()
         assert srv.services.master_keys.ids == (added["keyId"],)
-        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 2}  # nothing under the old key
+        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 3}  # nothing under the old key
 
         # The session cookie signed before the rotation still works; signing and webhooks too.
         assert (await browser.get("/account/apps")).login_form() is None
