@@ -22,6 +22,7 @@ from lbauth.handlers import (
 )
 from lbauth.handlers.authorize_page import AuthorizePage
 from lbauth.handlers.base import NotFoundHandler
+from lbauth.handlers.oidc_logout import LogoutEndpoint
 from lbauth.services import Services
 
 _access_log = logging.getLogger("lbauth.access")
@@ -56,6 +57,7 @@ ROUTES = [
     (r"/(.+)/\.well-known/openid-configuration", wellknown.IssuerPathMetadataHandler),
     (r"/oauth/userinfo", oidc.UserInfoEndpoint),
     # Pages ({auth_url})
+    (r"/oauth/logout", LogoutEndpoint),
     (r"/oauth/?", AuthorizePage),
     (r"/login", pages.LoginPage),
     (r"/logout", pages.LogoutPage),

@@ -147,20 +147,24 @@ def _policy(settings: Settings) -> AppPolicy:
 
 
 async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> None:
-    """The key ring holds an active key for every algorithm an app asks for (contract 8)."""
+    """The key ring holds an active key for every algorithm an app asks for (contract 8): made
+    before the app asks, so that no ID token is minted for it while its key does not exist yet."""
     if alg is not None:
-        await keys.ensure_active_key(db, SystemClock(), await master_keys_for(db, settings), alg)
+        master_keys = await master_keys_for(db, settings)
+        # On a database no server has started on yet, the first start's keys come first: else the
+        # ID-token key would be the only active one, and access tokens would be signed with it.
+        await keys.ensure_keys(db, SystemClock(), master_keys, settings.signing_alg)
+        await keys.ensure_active_key(db, SystemClock(), master_keys, alg)
 
 
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        created = await apps.create_app(
+        await _id_token_key(db, settings, args.id_token_alg)
+        return await apps.create_app(
             db, SystemClock(), await master_keys_for(db, settings), _policy(settings), name=args.name,
             owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
             post_logout_redirect_uris=args.post_logout_redirect_uri or ())
-        await _id_token_key(db, settings, args.id_token_alg)
-        return created
     return await with_database(settings, work)
 
 
@@ -176,12 +180,11 @@ async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
 
 async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        updated = await apps.update_app(
+        await _id_token_key(db, settings, args.id_token_alg)
+        return await apps.update_app(
             db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
             id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri)
-        await _id_token_key(db, settings, args.id_token_alg)
-        return updated
     return await with_database(settings, work)
 
 

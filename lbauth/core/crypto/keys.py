@@ -116,7 +116,10 @@ class KeyRing:
                 pem = master_keys.open(key.private_key_sealed, signing_key_purpose(key.kid))
                 signers[key.alg] = Signer(key.kid, key.alg, serialization.load_pem_private_key(pem, password=None))
         if access_alg not in signers:
-            active = sorted((k for k in keys if k.state == "active"), key=lambda k: (k.created_at, k.kid))
+            # The first start makes the access key and then the RS256 ID-token key, within the same
+            # second as often as not: on a tie the RS256 one is the ID tokens', not the access key.
+            active = sorted((k for k in keys if k.state == "active"),
+                            key=lambda k: (k.created_at, k.alg == ID_TOKEN_DEFAULT_ALG, k.kid))
             access_alg = active[0].alg if active else access_alg
         jwks = {"keys": [dict(key.public_jwk) for key in keys]}
         return cls(signers, access_alg, public_keys, jwks, tuple((key.kid, key.state) for key in keys))
