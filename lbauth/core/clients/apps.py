@@ -93,8 +93,7 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
 
     await db.transaction(work)
     return {"appId": app_id, "clientId": client_id, "clientSecret": client_secret, "webhookSecret": webhook_secret,
-            "redirectUris": uris, "scopes": allowed, "webhookUrl": webhook_url or None, "idTokenAlg": alg,
-            "postLogoutRedirectUris": logout_uris}
+            "redirectUris": uris, "scopes": allowed, "webhookUrl": webhook_url or None}
 
 
 async def get_app(db: Database, client_id: str) -> App:
