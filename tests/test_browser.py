@@ -12,7 +12,7 @@ through the same flows by clicking the buttons a person would click.
 - The app's redirect URI (https://app.example/callback) is served by nothing: the browser's
   request to it is intercepted and answered by the test, which asserts on its URL.
 - Each test saves a screenshot of the page it checks to tmp_path and to
-  test-artifacts/screenshots/<test>-<backend>.png.
+  test-artifacts/screenshots/<test>-<backend>.png (the account pages: account-<page>-<backend>.png).
 - Every page loads only from the server's own origin: each request the page makes is recorded and
   checked.
 """
@@ -163,13 +163,15 @@ async def open_tab(browser: Browser, server: TestServer) -> Tab:
     return tab
 
 
-async def screenshot(tab: Tab, tmp_path: Path, request: pytest.FixtureRequest, name: str) -> Path:
-    """The page as a PNG in tmp_path, copied to test-artifacts/screenshots/<test>-<backend>.png."""
+async def screenshot(tab: Tab, tmp_path: Path, request: pytest.FixtureRequest, name: str,
+                     artifact: str | None = None) -> Path:
+    """The page as a PNG in tmp_path, copied to test-artifacts/screenshots/<test>-<backend>.png
+    (<artifact>-<backend>.png when a test keeps several)."""
     path = tmp_path / f"{name}.png"
     await tab.page.screenshot(path=str(path), full_page=True)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     backend = request.node.callspec.params.get("backend", "none")
-    shutil.copyfile(path, SCREENSHOTS / f"{request.node.originalname}-{backend}.png")
+    shutil.copyfile(path, SCREENSHOTS / f"{artifact or request.node.originalname}-{backend}.png")
     return path
 
 
@@ -516,8 +518,8 @@ async def test_every_page_works_on_a_phone_and_with_a_keyboard(browser, dev_serv
     assert await page.evaluate("document.activeElement.tagName") in ("A", "INPUT")
     await log_in(tab, s.user["email"], s.user["password"])
     consent = oauth_url(front_params(s.client_id, REGISTERED_URI, state="phone"))
-    pages = [consent, "/account/apps", "/console/", "/console/apps/new", "/console/apps/nonexistent",
-             f"/console/apps/{s.client_id}"]
+    pages = [consent, "/account/apps", "/account/", "/account/sessions", "/account/delete", "/console/",
+             "/console/apps/new", "/console/apps/nonexistent", f"/console/apps/{s.client_id}"]
     app_owner_pages = {f"/console/apps/{s.client_id}"}
     for path in pages:
         response = await page.goto(tab.url(path))
@@ -526,5 +528,176 @@ async def test_every_page_works_on_a_phone_and_with_a_keyboard(browser, dev_serv
             await expect(page.get_by_role("heading", level=1)).to_contain_text(APP_NAME)
         found[path] = await page_problems(page)
     await screenshot(tab, tmp_path, request, "console-on-a-phone")
+    tab.assert_first_party()
+    assert {path: problems for path, problems in found.items() if problems} == {}
+
+
+# ---- e: the account pages (contract 16) ----------------------------------------------------------------
+
+NEW_PASSWORD = "a much longer passphrase 42"
+
+
+async def api_session(server: TestServer, user: dict, agent: str) -> str:
+    """A user token from POST /api/auth/login, its session recorded with this User-Agent."""
+    r = await server.client.post("/api/auth/login", json={"email": user["email"], "password": user["password"]},
+                                 headers={"User-Agent": agent})
+    assert r.status == 200, r.text
+    return r.data["token"]
+
+
+async def api_session_ended(server: TestServer, user_token: str) -> bool:
+    r = await server.client.get("/api/account/sessions", bearer=user_token)
+    if r.status == 200:
+        return False
+    r.assert_error(401, "oauth2.token.revoked")
+    return True
+
+
+async def focused(page: Page) -> dict[str, str]:
+    """The focused element: its id, tag, accessible text, and whether its focus ring shows."""
+    return await page.evaluate("""() => {
+      const el = document.activeElement, style = getComputedStyle(el);
+      return {id: el.id, tag: el.tagName, text: (el.textContent || '').trim(),
+              ring: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2 ? 'yes' : 'no'};
+    }""")
+
+
+async def tab_until(page: Page, element_id: str, limit: int = 20) -> list[str]:
+    """Press Tab until the element `element_id` has the focus; what the focus stopped on, in order
+    (an id, or a link's or button's text). Every stop must show its focus ring."""
+    stops = []
+    for _ in range(limit):
+        await page.keyboard.press("Tab")
+        now = await focused(page)
+        assert now["ring"] == "yes", f"no visible focus on {now}"
+        stops.append(now["id"] or now["text"])
+        if now["id"] == element_id:
+            return stops
+    raise AssertionError(f"{limit} Tabs never reached #{element_id}: {stops}")
+
+
+async def type_over(page: Page, text: str) -> None:
+    """Replace the focused field's text, as a person does: select all, type."""
+    await page.keyboard.press("Control+A")
+    await page.keyboard.type(text)
+
+
+async def test_a_user_manages_their_account_with_the_keyboard(browser, server, tmp_path, request):
+    """Sign in; edit the profile with the keyboard alone; end a session of another device; change
+    the password; delete the account through its confirmation. Each step is what the API sees."""
+    user = await server.create_user(name=USER_NAME)
+    cli = await api_session(server, user, "lbauth-tests-cli/1.0")
+    sync = await api_session(server, user, "lbauth-tests-sync/2.0")
+    tab = await open_tab(browser, server)
+    page = tab.page
+    await log_in(tab, user["email"], user["password"])
+
+    # the profile, keyboard only: the header's links, then the form's fields in reading order
+    await page.goto(tab.url("/account/"))
+    stops = await tab_until(page, "name")
+    assert stops == ["Skip to content", "Profile", "Sessions", "Connected apps", "Console", "Sign out", "name"], stops
+    await type_over(page, "Ada Lovelace")
+    await page.keyboard.press("Tab")
+    assert (await focused(page))["id"] == "avatar"
+    await type_over(page, "https://img.example/ada.png")
+    await page.keyboard.press("Tab")
+    assert (await focused(page))["id"] == "bio"
+    await type_over(page, "Analyst of engines")
+    await page.keyboard.press("Tab")
+    assert (await focused(page))["id"] == "interest_tags"
+    await type_over(page, "maths, poetry")
+    await page.keyboard.press("Tab")
+    save = await focused(page)
+    assert (save["tag"], save["text"], save["ring"]) == ("BUTTON", "Save profile", "yes"), save
+    await page.keyboard.press("Enter")
+    await page.wait_for_url(lambda url: "saved=profile" in url)
+    await expect(page.get_by_role("status")).to_contain_text("Profile saved")
+    await expect(page.get_by_label("Name", exact=True)).to_have_value("Ada Lovelace")
+    await screenshot(tab, tmp_path, request, "profile", "account-profile")
+    profile = (await server.client.get("/api/account/profile", bearer=sync)).data
+    assert (profile["name"], profile["bio"], profile["interestTags"]) == ("Ada Lovelace", "Analyst of engines",
+                                                                         ["maths", "poetry"]), profile
+
+    # the sessions: this browser is marked; end the command-line tool's session
+    await page.get_by_role("link", name="Sessions").click()
+    await page.wait_for_url(lambda url: urlsplit(url).path == "/account/sessions")
+    entries = page.locator("li.session")
+    await expect(entries).to_have_count(3)
+    await expect(entries.filter(has_text="This browser")).to_have_count(1)
+    await expect(entries.filter(has_text="This browser")).to_contain_text("Browser")
+    cli_entry = entries.filter(has_text="lbauth-tests-cli/1.0")
+    await expect(cli_entry).to_contain_text("API token")
+    await screenshot(tab, tmp_path, request, "sessions", "account-sessions")
+    await cli_entry.get_by_role("button", name="End").click()
+    await page.wait_for_url(lambda url: "ended=one" in url)
+    await expect(page.get_by_role("status")).to_contain_text("Session ended")
+    await expect(entries).to_have_count(2)
+    await expect(entries.filter(has_text="lbauth-tests-cli/1.0")).to_have_count(0)
+    assert await api_session_ended(server, cli)
+    assert not await api_session_ended(server, sync)
+
+    # the password: every other session ends (the sync tool's)
+    await page.get_by_role("link", name="Profile").click()
+    await page.wait_for_url(lambda url: urlsplit(url).path == "/account/")
+    await page.get_by_label("Current password", exact=True).fill(user["password"])
+    await page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    await page.get_by_label("Confirm new password", exact=True).fill(NEW_PASSWORD + " typo")
+    await page.get_by_role("button", name="Change password").click()
+    await expect(page.get_by_role("alert")).to_contain_text("not the same")
+    await expect(page.get_by_label("Confirm new password", exact=True)).to_be_focused()
+    await page.get_by_label("Current password", exact=True).fill(user["password"])
+    await page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    await page.get_by_label("Confirm new password", exact=True).fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Change password").click()
+    await page.wait_for_url(lambda url: "saved=password" in url)
+    await expect(page.get_by_role("status")).to_contain_text("1 other session was ended")
+    await screenshot(tab, tmp_path, request, "password", "account-password")
+    assert await api_session_ended(server, sync)
+
+    # leaving: the confirmation, then the account is gone
+    await page.get_by_role("link", name="Delete account").click()
+    await page.wait_for_url(lambda url: urlsplit(url).path == "/account/delete")
+    await expect(page.get_by_role("heading", level=1)).to_contain_text("Delete your account")
+    await expect(page.locator("main")).to_contain_text("cannot be undone")
+    await screenshot(tab, tmp_path, request, "delete", "account-delete")
+    await page.get_by_label("Your password, to confirm").fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Delete my account").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("Your account has been deleted")
+    await expect(page.get_by_role("button", name="Sign out")).to_have_count(0)
+    await screenshot(tab, tmp_path, request, "deleted", "account-deleted")
+    r = await server.client.post("/api/auth/login", json={"email": user["email"], "password": NEW_PASSWORD})
+    r.assert_error(401, "auth.login.failed")
+    await page.goto(tab.url("/account/"))
+    await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    tab.assert_first_party()
+    tab.assert_no_csp_violation()
+
+
+async def test_the_account_pages_on_a_phone(browser, server, tmp_path, request):
+    """At 360 px nothing scrolls sideways, a 200-character user agent included; every field is
+    labelled, and a refused form's message sits by its field."""
+    user = await server.create_user(name=USER_NAME)
+    await api_session(server, user, "Mozilla/5.0(" + "X" * 187 + ")")
+    context = await browser.new_context(viewport=PHONE)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    tab = Tab(page=page, origin=server.url)
+    page.on("request", lambda r: tab.requested.append(r.url))
+    await log_in(tab, user["email"], user["password"])
+    found = {}
+    for path, name in (("/account/", "profile"), ("/account/sessions", "sessions"), ("/account/delete", "delete")):
+        response = await page.goto(tab.url(path))
+        assert response is not None and response.status == 200, (path, response and response.status)
+        found[path] = await page_problems(page)
+        await screenshot(tab, tmp_path, request, f"phone-{name}", f"account-phone-{name}")
+    await page.goto(tab.url("/account/"))
+    await page.get_by_label("Current password", exact=True).fill("not my password")
+    await page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    await page.get_by_label("Confirm new password", exact=True).fill(NEW_PASSWORD)
+    await page.get_by_role("button", name="Change password").click()
+    await expect(page.get_by_role("alert")).to_contain_text("wrong")
+    await expect(page.get_by_label("Current password", exact=True)).to_be_focused()
+    found["/account/password (refused)"] = await page_problems(page)
+    await screenshot(tab, tmp_path, request, "phone-refused", "account-phone-refused")
     tab.assert_first_party()
     assert {path: problems for path, problems in found.items() if problems} == {}

@@ -136,13 +136,14 @@ class Seeded:
         assert r.status_code == 200, r.text
         return next(s["sessionId"] for s in r.json()["data"]["items"] if s["current"])
 
-    def page_session(self) -> tuple[str, str]:
+    def page_session(self, email: str | None = None) -> tuple[str, str]:
         """Sign in through the login page: (session cookie, XSRF token)."""
         browser = requests.Session()
         try:
             page = browser.get(self.url + "/login", timeout=20)
             xsrf = page.cookies["_xsrf"]
-            r = browser.post(self.url + "/login", data={"_xsrf": xsrf, "email": self.email, "password": PASSWORD},
+            r = browser.post(self.url + "/login",
+                             data={"_xsrf": xsrf, "email": email or self.email, "password": PASSWORD},
                              allow_redirects=False, timeout=20)
             assert r.status_code == 303, r.text
             return r.cookies["lbauth_session"], xsrf
@@ -404,6 +405,12 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
                 _with_fields(case, name="Fuzzed App", redirect_uris=REDIRECT_URI)
         case "loginPage" | "connectedAppsPage" | "consoleHome" | "consoleNewAppForm":
             _page(case, seeded)
+        case "accountPage" | "sessionsPage" | "deleteAccountPage" | "profileSubmit":
+            _page(case, seeded)
+        case "passwordSubmit" | "deleteAccountSubmit" | "endSessionSubmit":  # generated passwords and ids are wrong
+            _page(case, seeded, *seeded.page_session())
+        case "endOtherSessionsSubmit":  # the other user's browser: the seeded sessions stay
+            _page(case, seeded, *seeded.page_session(seeded.other_email))
         case "staticFile":
             case.path_parameters = {"file": "lbauth.css"}
     return mode

@@ -37,7 +37,7 @@ RFC_ENDPOINTS = ("/oauth/token", "/oauth/revoke", "/oauth/introspect")
 FORM_ENDPOINTS = ENVELOPE_FORM_ENDPOINTS + RFC_ENDPOINTS
 GET_ENDPOINTS = ("/api/auth/me", "/api/oauth/revocations")
 POST_ENDPOINTS = JSON_ENDPOINTS + FORM_ENDPOINTS
-PAGE_PREFIXES = ("/login", "/logout", "/oauth/", "/account/apps", "/console/")
+PAGE_PREFIXES = ("/login", "/logout", "/oauth/", "/account", "/console/")
 RFC_ERROR = {"request.validation_failed": "invalid_request", "request.too_large": "invalid_request",
              "oauth2.client.secret_mismatch": "invalid_client"}
 FORM = "application/x-www-form-urlencoded"
@@ -427,6 +427,8 @@ async def test_nul_bytes_and_lone_surrogates(server, setup):
                                  "&response_type=code&scope=userinfo"),
                          ("GET", f"/console/apps/{setup.client_id}%00"),
                          ("GET", f"/account/apps/{setup.client_id}%00/revoke"),
+                         ("POST", "/account/sessions/ses_x%00/end"), ("GET", "/account/sessions?ended=%00"),
+                         ("GET", "/account/?saved=profile&ended=%00"),
                          ("GET", "/login?next=/account/apps%00")):
         r = await send(server, method, path, bearer=setup.token, headers={"Cookie": cookie})
         assert_refused(r, path, 400, None if kind_of(path) == "page" else "request.validation_failed")

@@ -1,20 +1,172 @@
-"""{auth_url}/account/apps: "Connected apps" (contract section 7). Each app the user authorized,
-its scopes and when; revoking asks for confirmation first (a second page, no JavaScript)."""
+"""The account pages at {auth_url}/account/ (contract sections 7 and 16): the profile and the
+password (/account/), the live sessions (/account/sessions), leaving (/account/delete), and
+"Connected apps" (/account/apps), whose revocation asks for confirmation first (a second page, no
+JavaScript). Every form is a POST with its XSRF token; each answer is a 303 back to its page with a
+notice, or the page again with the error beside its field and what the user typed (passwords aside)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lbauth.core import scopes
-from lbauth.errors import AuthorizationNotFound
-from lbauth.handlers.pages import PageHandler, signed_in
+from lbauth.core.accounts.accounts import MAX_BIO, MAX_NAME, MAX_TAG, MAX_TAGS, profile_of
+from lbauth.errors import AuthorizationNotFound, LoginFailed, PasswordWeak, ValidationFailed
+from lbauth.handlers.pages import SESSION_COOKIE, PageHandler, signed_in
 
+ACCOUNT, SESSIONS, DELETE = "/account/", "/account/sessions", "/account/delete"
+
+# The profile's fields on the page (form name -> the API's), and what to say beside each when the
+# core refuses it (its messages name the API's fields).
+PROFILE_FIELDS = {"name": "name", "avatar": "avatar", "bio": "bio", "interest_tags": "interestTags"}
+PROFILE_HELP = {
+    "name": f"Enter a name of 1 to {MAX_NAME} characters.",
+    "avatar": "Enter a web address starting with https:// (at most 2048 characters), or leave it empty.",
+    "bio": f"Keep your bio under {MAX_BIO} characters.",
+    "interest_tags": f"Enter at most {MAX_TAGS} tags, separated by commas, each at most {MAX_TAG} characters.",
+}
+PASSWORDS_DIFFER = "The two new passwords are not the same. Type the new password twice."
+
+
+def count_argument(value: str | None) -> int | None:
+    """A count carried in a notice's query string (`?ended=2`), or None for anything else."""
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 7 else None
+
+
+# ---- profile and password ------------------------------------------------------------------------------
+
+class AccountForms(PageHandler):
+    """The account page's two forms: shown by /account/, and again by each form's POST it refuses."""
+
+    def show(self, status: int = 200, *, typed: dict[str, str] | None = None, errors: dict[str, str] | None = None,
+             saved: str | None = None, ended: int | None = None) -> None:
+        profile = profile_of(self.user)
+        values = {"name": profile["name"], "avatar": profile["avatar"], "bio": profile["bio"],
+                  "interest_tags": ", ".join(profile["interestTags"])}
+        self.render_page("account.html", status=status, active_page="profile", profile=profile,
+                         values={**values, **(typed or {})}, errors=errors or {},
+                         saved=saved if saved in ("profile", "password") else None, ended=ended)
+
+
+class AccountPage(AccountForms):
+    """GET /account/: the profile form and the change-password form."""
+
+    @signed_in
+    async def get(self) -> None:
+        self.show(saved=self.get_query_argument("saved", None),
+                  ended=count_argument(self.get_query_argument("ended", None)))
+
+
+class ProfileForm(AccountForms):
+    """POST /account/profile: save the profile (the fields the form sent), then back to /account/."""
+
+    @signed_in(next_url=ACCOUNT, status=401)
+    async def post(self, form: dict[str, Any]) -> None:
+        typed = {name: form[name] for name in PROFILE_FIELDS if name in form}
+        changes: dict[str, Any] = {PROFILE_FIELDS[name]: value for name, value in typed.items()}
+        if "interest_tags" in typed:
+            changes["interestTags"] = [tag.strip() for tag in typed["interest_tags"].split(",") if tag.strip()]
+        try:
+            await self.services.accounts.update_profile(self.user, changes)
+        except ValidationFailed as exc:
+            field = next((name for name, api in PROFILE_FIELDS.items() if exc.message.startswith(api + " ")), None)
+            self.show(400, typed=typed, errors={field: PROFILE_HELP[field]} if field else {"profile": exc.message})
+            return
+        self.redirect(ACCOUNT + "?saved=profile", status=303)
+
+
+class PasswordForm(AccountForms):
+    """POST /account/password: the current password, the new one twice; every other session ends."""
+
+    @signed_in(next_url=ACCOUNT, status=401)
+    async def post(self, form: dict[str, Any]) -> None:
+        current, new = form.get("current_password", ""), form.get("new_password", "")
+        if new != form.get("confirm_password", ""):
+            self.show(400, errors={"confirm_password": PASSWORDS_DIFFER})
+            return
+        self.limit_login(self.user.email)
+        try:
+            ended = await self.services.accounts.change_password(self.session, current, new)
+        except LoginFailed as exc:
+            self.show(401, errors={"current_password": exc.message})
+            return
+        except (PasswordWeak, ValidationFailed) as exc:
+            self.show(400, errors={"new_password": exc.message})
+            return
+        self.redirect(f"{ACCOUNT}?saved=password&ended={ended}", status=303)
+
+
+# ---- sessions ----------------------------------------------------------------------------------------------
+
+class SessionsPage(PageHandler):
+    """GET /account/sessions: every live session of the user, this browser's marked."""
+
+    @signed_in
+    async def get(self) -> None:
+        items = await self.services.accounts.sessions.listed(self.user.id, self.session.session.id)
+        items.sort(key=lambda item: not item["current"])  # this browser first, then the most recently used
+        ended = self.get_query_argument("ended", None)
+        self.render_page("sessions.html", active_page="sessions", items=items,
+                         ended=ended if ended in ("one", "others") else None,
+                         count=count_argument(self.get_query_argument("count", None)))
+
+
+class EndSessionForm(PageHandler):
+    """POST /account/sessions/{sessionId}/end: end one of the user's sessions (another user's is
+    auth.session.not_found, as if there were none). Ending this browser's own signs it out."""
+
+    @signed_in(next_url=SESSIONS, status=401)
+    async def post(self, session_id: str, form: dict[str, Any]) -> None:
+        await self.services.accounts.sessions.end(self.user.id, session_id)
+        if session_id == self.session.session.id:
+            self.clear_cookie(SESSION_COOKIE)
+            self.redirect("/login", status=303)
+            return
+        self.redirect(SESSIONS + "?ended=one", status=303)
+
+
+class EndOtherSessionsForm(PageHandler):
+    """POST /account/sessions/end-others: end every session of the user but this browser's."""
+
+    @signed_in(next_url=SESSIONS, status=401)
+    async def post(self, form: dict[str, Any]) -> None:
+        ended = await self.services.accounts.sessions.end_others(self.user.id, self.session.session.id)
+        self.redirect(f"{SESSIONS}?ended=others&count={ended}", status=303)
+
+
+# ---- leaving ---------------------------------------------------------------------------------------------
+
+class DeleteAccountPage(PageHandler):
+    """GET /account/delete: what deleting does, and the password to confirm it. POST (with the
+    password): delete (contract 16), sign this browser out, and say it is done."""
+
+    @signed_in
+    async def get(self) -> None:
+        await self.show()
+
+    @signed_in(next_url=DELETE, status=401)
+    async def post(self, form: dict[str, Any]) -> None:
+        self.limit_login(self.user.email)
+        try:
+            result = await self.services.accounts.delete_own(self.session, form.get("password", ""))
+        except LoginFailed as exc:
+            await self.show(401, error=exc.message)
+            return
+        self.clear_cookie(SESSION_COOKIE)
+        self.user, self.session = None, None
+        self.render_page("account_deleted.html", revoked=result["revokedAuthorizations"])
+
+    async def show(self, status: int = 200, error: str | None = None) -> None:
+        apps = await self.services.oauth.authorizations(self.user.id)
+        self.render_page("confirm_delete.html", status=status, active_page="delete", apps=apps, error=error)
+
+
+# ---- connected apps ------------------------------------------------------------------------------------
 
 class ConnectedAppsPage(PageHandler):
     @signed_in
     async def get(self) -> None:
         items = await self.services.oauth.authorizations(self.user.id)
-        self.render_page("connected_apps.html", items=items, meanings=scopes.SCOPES,
+        self.render_page("connected_apps.html", active_page="apps", items=items, meanings=scopes.SCOPES,
                          revoked=self.get_query_argument("revoked", None))
 
 
@@ -27,7 +179,7 @@ class RevokeAppPage(PageHandler):
         item = next((i for i in items if i["clientId"] == client_id), None)
         if item is None:
             raise AuthorizationNotFound()
-        self.render_page("confirm_revoke.html", item=item, meanings=scopes.SCOPES)
+        self.render_page("confirm_revoke.html", active_page="apps", item=item, meanings=scopes.SCOPES)
 
     @signed_in(next_url="/account/apps", status=401)
     async def post(self, client_id: str, form: dict[str, Any]) -> None:

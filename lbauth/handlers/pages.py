@@ -98,7 +98,7 @@ class PageHandler(BaseHandler):
     def render_error(self, error: LbauthError) -> None:
         self.set_default_headers()
         self.render_page("error.html", status=self.error_page_status(error), title=_error_title(error),
-                         message=error.message)
+                         message=error.message, code=error.sub_code)
 
     def error_page_status(self, error: LbauthError) -> int:
         return error.status
