@@ -8,9 +8,21 @@ from urllib.parse import urlsplit
 import tornado.web
 
 from lbauth import logs
-from lbauth.handlers import account, account_pages, console, identity, oauth_api, oauth_rfc, ops, pages, wellknown
+from lbauth.handlers import (
+    account,
+    account_pages,
+    console,
+    identity,
+    oauth_api,
+    oauth_rfc,
+    oidc,
+    ops,
+    pages,
+    wellknown,
+)
 from lbauth.handlers.authorize_page import AuthorizePage
 from lbauth.handlers.base import NotFoundHandler
+from lbauth.handlers.oidc_logout import LogoutEndpoint
 from lbauth.services import Services
 
 _access_log = logging.getLogger("lbauth.access")
@@ -40,7 +52,12 @@ ROUTES = [
     (r"/.well-known/jwks.json", wellknown.JwksHandler),
     (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
     (r"/.well-known/oauth-authorization-server/(.+)", wellknown.IssuerPathMetadataHandler),
+    (r"/.well-known/openid-configuration", wellknown.MetadataHandler),
+    (r"/.well-known/openid-configuration/(.+)", wellknown.IssuerPathMetadataHandler),
+    (r"/(.+)/\.well-known/openid-configuration", wellknown.IssuerPathMetadataHandler),
+    (r"/oauth/userinfo", oidc.UserInfoEndpoint),
     # Pages ({auth_url})
+    (r"/oauth/logout", LogoutEndpoint),
     (r"/oauth/?", AuthorizePage),
     (r"/login", pages.LoginPage),
     (r"/logout", pages.LogoutPage),

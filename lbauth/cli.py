@@ -27,6 +27,7 @@ from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.core.oauth.revocation import ServerCheckList
+from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
@@ -107,7 +108,7 @@ async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
 async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict:
     return await with_database(settings, lambda db: users.create_user(
         db, SystemClock(), email=args.email, name=args.name, password=args.password, avatar=args.avatar or "",
-        bio=args.bio or "", interest_tags=args.interest_tag or ()))
+        bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified))
 
 
 async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
@@ -145,12 +146,25 @@ def _policy(settings: Settings) -> AppPolicy:
     return AppPolicy(development=settings.development)
 
 
+async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> None:
+    """The key ring holds an active key for every algorithm an app asks for (contract 8): made
+    before the app asks, so that no ID token is minted for it while its key does not exist yet."""
+    if alg is not None:
+        master_keys = await master_keys_for(db, settings)
+        # On a database no server has started on yet, the first start's keys come first: else the
+        # ID-token key would be the only active one, and access tokens would be signed with it.
+        await keys.ensure_keys(db, SystemClock(), master_keys, settings.signing_alg)
+        await keys.ensure_active_key(db, SystemClock(), master_keys, alg)
+
+
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
+        await _id_token_key(db, settings, args.id_token_alg)
         return await apps.create_app(
             db, SystemClock(), await master_keys_for(db, settings), _policy(settings), name=args.name,
             owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
-            webhook_url=args.webhook_url)
+            webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
+            post_logout_redirect_uris=args.post_logout_redirect_uri or ())
     return await with_database(settings, work)
 
 
@@ -165,9 +179,13 @@ async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
 
 
 async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: apps.update_app(
-        db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
-        allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook))
+    async def work(db: Database) -> dict:
+        await _id_token_key(db, settings, args.id_token_alg)
+        return await apps.update_app(
+            db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
+            allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
+            id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri)
+    return await with_database(settings, work)
 
 
 async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
@@ -258,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--avatar", metavar="URL")
     p.add_argument("--bio", metavar="TEXT")
     p.add_argument("--interest-tag", metavar="T", action="append")
+    p.add_argument("--email-verified", action="store_true", help="the email is known to be the user's (OpenID)")
     p = command(u, "token", cmd_users_token, "log in and print a user token (as POST /api/auth/login)")
     p.add_argument("--email", required=True)
     p.add_argument("--password", required=True)
@@ -277,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--redirect-uri", required=True, action="append", metavar="URI")
     p.add_argument("--scope", action="append", metavar="S", help="an allowed scope (default: every scope)")
     p.add_argument("--webhook-url", metavar="URL")
+    p.add_argument("--id-token-alg", choices=ID_TOKEN_ALGS, default="RS256",
+                   help="the algorithm of its ID tokens (default %(default)s)")
+    p.add_argument("--post-logout-redirect-uri", action="append", metavar="URI",
+                   help="where RP-initiated logout may send the user back (OpenID Connect)")
     command(a, "list", cmd_apps_list, "list apps")
     p = command(a, "show", cmd_apps_show, "show one app")
     p.add_argument("client_id", metavar="CLIENT_ID")
@@ -287,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", action="append", metavar="S", help="replaces the list")
     p.add_argument("--webhook-url", metavar="URL", help='"" removes the webhook')
     p.add_argument("--enable-webhook", action="store_true", help="re-enable a webhook disabled by a 410")
+    p.add_argument("--id-token-alg", choices=ID_TOKEN_ALGS, help="the algorithm of its ID tokens")
+    p.add_argument("--post-logout-redirect-uri", action="append", metavar="URI", help="replaces the list")
     p = command(a, "rotate-secret", cmd_apps_rotate_secret, "issue a new client secret; prints it this once")
     p.add_argument("client_id", metavar="CLIENT_ID")
     p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,

@@ -155,6 +155,17 @@ class ConsentRequired(InteractionRequired):
     sub_code, rfc_error, message = "oauth2.consent.required", "consent_required", "The user must approve this app."
 
 
+class RequestNotSupported(LbauthError):
+    """OpenID Connect Core 3.1.2.6; RFC 9101: no request objects (contract 15)."""
+    sub_code, rfc_error = "oauth2.request.not_supported", "request_not_supported"
+    message = "Request objects (the request parameter) are not supported."
+
+
+class RequestUriNotSupported(LbauthError):
+    sub_code, rfc_error = "oauth2.request_uri.not_supported", "request_uri_not_supported"
+    message = "Request objects by reference (the request_uri parameter) are not supported."
+
+
 class TargetInvalid(LbauthError):
     """RFC 8707 2: a resource indicator this server does not know, or the client may not ask for."""
     sub_code, rfc_error, message = "oauth2.target.invalid", "invalid_target", "The requested resource is invalid."

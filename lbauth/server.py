@@ -24,7 +24,7 @@ from tornado.log import gen_log
 from lbauth import logs, metrics
 from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
-from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
+from lbauth.core.crypto.keys import KeyRing, ensure_keys, load_keyring
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.delivery import Deliverer
 from lbauth.services import Services
@@ -66,8 +66,8 @@ async def build_services(settings: Settings, clock: Clock | None = None, *, anno
     db = await open_storage(settings)
     try:
         master_keys = await master_keys_for(db, settings)  # refuses to start without every sealing key
-        await ensure_active_key(db, clock, master_keys, settings.signing_alg)
-        keyring = await load_keyring(db, master_keys)
+        await ensure_keys(db, clock, master_keys, settings.signing_alg)
+        keyring = await load_keyring(db, master_keys, settings.signing_alg)
     except BaseException:
         await db.close()
         raise

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from lbauth.clock import Clock
 from lbauth.core.accounts.accounts import Accounts
 from lbauth.core.clients.apps import AppPolicy
-from lbauth.core.crypto.keys import KeyRing, load_keyring
+from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
 from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
+from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.ratelimit import RateLimiter
 from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
@@ -38,7 +39,9 @@ class Services:
     def __post_init__(self) -> None:
         self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
-        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist)
+        self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.activate_signing_key)
+        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
+                                         self.id_tokens)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
@@ -79,9 +82,15 @@ class Services:
             self.master_keys = keys
         return changed
 
+    async def activate_signing_key(self, alg: str) -> None:
+        """An active key of `alg` in the ring: made now if no process has made one (contract 8: the
+        ring holds a key for every algorithm apps ask for; the CLI and the console make it at once)."""
+        await ensure_active_key(self.db, self.clock, self.master_keys, alg)
+        await self.reload_keys()
+
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""
-        keyring = await load_keyring(self.db, self.master_keys)
+        keyring = await load_keyring(self.db, self.master_keys, self.settings.signing_alg)
         changed = keyring.version != self.keyring.version
         if changed:
             self.keyring = keyring

@@ -41,6 +41,7 @@ class Settings:
     access_token_ttl: int = 7200
     refresh_token_ttl: int = 2_592_000
     user_token_ttl: int = 2_592_000
+    id_token_ttl: int = 3600  # contract 15: LBAUTH_ID_TOKEN_TTL
     signing_alg: str = "ES256"
     master_key: str | None = None  # None: generated once into data_dir/master.key
     env: str = "production"
@@ -53,6 +54,11 @@ class Settings:
     rate_limits: bool | tuple[tuple[str, int, int], ...] = True
     metrics_token: str | None = None
     log_level: str = "INFO"
+
+    @property
+    def longest_signed_ttl(self) -> int:
+        """The longest a token a signing key signed can live: what a retiring key must outlast."""
+        return max(self.access_token_ttl, self.id_token_ttl)
 
     @property
     def is_sqlite(self) -> bool:
@@ -250,6 +256,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "access_token_ttl": _whole_seconds,
     "refresh_token_ttl": _whole_seconds,
     "user_token_ttl": _whole_seconds,
+    "id_token_ttl": _whole_seconds,
     "signing_alg": _choice(SIGNING_ALGS),
     "master_key": _text,
     "env": _choice(ENVIRONMENTS),

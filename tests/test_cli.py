@@ -50,7 +50,7 @@ def test_apps_lifecycle_shows_secrets_once(cli):
                        "--redirect-uri", "https://notes.example/cb", "--redirect-uri", "http://localhost:3000/cb",
                        "--scope", "userinfo", "--scope", "chat.read", "--webhook-url", "https://notes.example/hook")
     assert set(created) == {"appId", "clientId", "clientSecret", "webhookSecret", "redirectUris", "scopes",
-                            "webhookUrl"}
+                            "webhookUrl"}  # contract 2, exactly; the OpenID settings show in `apps show`
     assert created["appId"].startswith("app_")
     assert created["clientSecret"].startswith("lba_cs_") and len(created["clientSecret"]) >= 7 + 43
     assert created["redirectUris"] == ["https://notes.example/cb", "http://localhost:3000/cb"]
@@ -81,9 +81,43 @@ def test_app_without_scopes_may_request_every_scope(cli):
     cli("users", "create", "--email", "o@example.com", "--name", "O", "--password", "owner-pass")
     created = cli.json("apps", "create", "--name", "All", "--owner", "o@example.com",
                        "--redirect-uri", "https://all.example/cb")
-    assert created["scopes"] == ["userinfo", "memory.read", "chat.read", "chat.write", "note.write", "voice",
-                                 "plaza.read", "plaza.write", "agent_memory"]
+    assert created["scopes"] == ["openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write",
+                                 "note.write", "voice", "plaza.read", "plaza.write", "agent_memory"]
     assert created["webhookUrl"] is None
+
+
+def test_an_app_made_before_the_first_start_leaves_the_access_key_to_the_signing_alg(cli):
+    """The CLI makes the ID-token key an app asks for; on a database no server has started on,
+    the access-token key (LBAUTH_SIGNING_ALG, ES256 by default) is made too, and first."""
+    cli("users", "create", "--email", "f@example.com", "--name", "F", "--password", "owner-pass")
+    cli("apps", "create", "--name", "First", "--owner", "f@example.com", "--redirect-uri", "https://f.example/cb")
+    listed = cli.json("keys", "list")
+    assert sorted((k["alg"], k["state"]) for k in listed) == [("ES256", "active"), ("RS256", "active")]
+
+
+def test_openid_options_of_users_and_apps(cli):
+    """Contract 15: --email-verified, --id-token-alg (its key made when an app asks for it),
+    --post-logout-redirect-uri (checked like redirect URIs)."""
+    cli("users", "create", "--email", "v@example.com", "--name", "V", "--password", "owner-pass", "--email-verified")
+    created = cli.json("apps", "create", "--name", "Oidc", "--owner", "v@example.com",
+                       "--redirect-uri", "https://rp.example/cb", "--id-token-alg", "ES256",
+                       "--post-logout-redirect-uri", "https://rp.example/bye",
+                       "--post-logout-redirect-uri", "https://rp.example/bye")
+    assert {(k["alg"], k["state"]) for k in cli.json("keys", "list")} >= {("ES256", "active")}
+    client_id = created["clientId"]
+    shown = cli.json("apps", "show", client_id)
+    assert shown["idTokenAlg"] == "ES256" and shown["postLogoutRedirectUris"] == ["https://rp.example/bye"]
+    updated = cli.json("apps", "update", client_id, "--id-token-alg", "EdDSA",
+                       "--post-logout-redirect-uri", "https://rp.example/a", "--post-logout-redirect-uri",
+                       "https://rp.example/b")
+    assert updated["idTokenAlg"] == "EdDSA"
+    assert updated["postLogoutRedirectUris"] == ["https://rp.example/a", "https://rp.example/b"]
+    assert ("EdDSA", "active") in {(k["alg"], k["state"]) for k in cli.json("keys", "list")}
+    assert cli.json("apps", "update", client_id, "--name", "Renamed")["idTokenAlg"] == "EdDSA"  # kept
+    bad_alg = cli("apps", "update", client_id, "--id-token-alg", "HS256", ok=False)
+    assert bad_alg.returncode != 0 and "HS256" in bad_alg.stderr
+    bad_uri = cli("apps", "update", client_id, "--post-logout-redirect-uri", "https://rp.example/x#f", ok=False)
+    assert bad_uri.returncode == 1 and "fragment" in bad_uri.stderr.lower()
 
 
 @pytest.mark.parametrize("args, needle", [

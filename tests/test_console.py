@@ -137,3 +137,73 @@ async def test_settings_are_edited_and_bad_values_explained(srv, receiver):  # n
     assert bad.status == 400 and 'role="alert"' in bad.response.text
     setup = await full_setup(srv)
     await tokens_for(srv, setup)  # the rest of the server is untouched
+
+
+async def test_openid_settings_choose_the_id_token_algorithm_and_post_logout_uris(srv, receiver):  # noqa: F811
+    """Contract 15: the console sets the ID-token algorithm (its key made at once) and the
+    post-logout redirect URIs (one per line) that RP-initiated logout may go back to."""
+    import jwt
+
+    from tests.flow_helpers import code_for
+
+    owner = await srv.create_user()
+    session, _ = await _signed_in(srv, owner)
+    page = await session.get("/console/apps/new")
+    assert '<select id="id_token_alg" name="id_token_alg"' in page.response.text
+    assert all(f'<option value="{alg}"' in page.response.text for alg in ("RS256", "ES256", "EdDSA"))
+    assert "EdDSA" not in srv.services.keyring.signers
+    form = next(f for f in page.forms if f.action == "/console/apps/new")
+    page = await session.submit(page, form, {
+        "name": "OpenID App", "redirect_uris": CALLBACK, "webhook_url": "", "id_token_alg": "EdDSA",
+        "post_logout_redirect_uris": "https://app.example/bye\n\n  https://app.example/later  \n"})
+    assert page.status == 200, page.text[:500]
+    client_id, secret = _code(page, "client-id"), _code(page, "client-secret")
+    assert '<option value="EdDSA" selected' in page.response.text
+    assert "https://app.example/bye\nhttps://app.example/later</textarea>" in page.response.text
+    assert "EdDSA" in srv.services.keyring.signers  # made, and this process reloaded at once
+    shown = (await session.get(f"/console/apps/{client_id}")).response.text
+    assert '<option value="EdDSA" selected' in shown
+
+    # The app's ID tokens are EdDSA, verified with the JWKS.
+    token = await srv.login(owner["email"], owner["password"])
+    setup_like = type("S", (), {"token": token, "client_id": client_id, "redirect_uri": CALLBACK})()
+    code = await code_for(srv, setup_like, ("openid", "email"))
+    tokens = (await exchange(srv, code, CALLBACK, client_id, secret)).data
+    header = jwt.get_unverified_header(tokens["idToken"])
+    assert header["alg"] == "EdDSA"
+    jwks = (await srv.client.get("/.well-known/jwks.json")).json
+    key = jwt.PyJWK.from_dict(next(k for k in jwks["keys"] if k["kid"] == header["kid"]))
+    claims = jwt.decode(tokens["idToken"], key, algorithms=["EdDSA"], audience=client_id,
+                        options={"verify_exp": False, "verify_iat": False})  # the server's clock is frozen
+    assert claims["iss"] == srv.settings.issuer
+
+    # RP-initiated logout goes back to a URI registered here, and only to one.
+    logout = await PageSession(srv).get(f"/oauth/logout?client_id={client_id}"
+                                        "&post_logout_redirect_uri=https://app.example/later&state=s")
+    assert logout.status == 302 and logout.location == "https://app.example/later?state=s"
+
+    # Edit: another algorithm, other URIs; bad values are explained and change nothing.
+    page = await session.get(f"/console/apps/{client_id}")
+    save = next(f for f in page.forms if f.hidden().get("action") == "save")
+    page = await session.follow(await session.submit(page, save, {
+        "name": "OpenID App", "redirect_uris": CALLBACK, "scopes": "openid", "webhook_url": "",
+        "id_token_alg": "ES256", "post_logout_redirect_uris": "https://app.example/only"}))
+    assert "Changes saved." in page.text and '<option value="ES256" selected' in page.response.text
+    assert await srv.services.db.read(_app_row, client_id) == {"alg": "ES256", "uris": ["https://app.example/only"]}
+    logout = await PageSession(srv).get(f"/oauth/logout?client_id={client_id}"
+                                        "&post_logout_redirect_uri=https://app.example/later")
+    assert logout.status == 200 and logout.location is None  # no longer registered
+    for fields, needle in (({"id_token_alg": "HS256"}, "algorithm"),
+                           ({"id_token_alg": "RS256", "post_logout_redirect_uris": "https://app.example/x#f"},
+                            "fragment")):
+        bad = await session.submit(page, save, {"name": "OpenID App", "redirect_uris": CALLBACK, "webhook_url": "",
+                                                **fields})
+        assert bad.status == 400 and needle in bad.text.lower(), bad.text[:500]
+    assert await srv.services.db.read(_app_row, client_id) == {"alg": "ES256", "uris": ["https://app.example/only"]}
+    assert "HS256" not in srv.services.keyring.signers
+
+
+def _app_row(conn, client_id: str) -> dict:
+    from lbauth.storage.repo import apps as apps_repo
+    app = apps_repo.by_client_id(conn, client_id)
+    return {"alg": app.id_token_alg, "uris": list(app.post_logout_redirect_uris)}

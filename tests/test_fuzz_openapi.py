@@ -92,6 +92,8 @@ class Seeded:
     access_token: str  # scope userinfo, of the main app's grant
     narrow_access_token: str  # scope chat.read only (user info answers 403)
     refresh_token: str
+    openid_access_token: str  # scope openid profile email: UserInfo (contract 15)
+    id_token: str  # the ID token of that grant: id_token_hint for RP-initiated logout
     session: str  # the pages' signed session cookie
     xsrf: str  # the `_xsrf` cookie value, which is also the form field
     log: Path
@@ -219,11 +221,13 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         assert r.status_code == 200, r.text
         seeded = Seeded(url=url, http=http, email=email, user_token=r.json()["data"]["token"], app=apps[0],
                         spare=apps[1], revocable=apps[2], access_token="", narrow_access_token="",
-                        refresh_token="", session="", xsrf="", log=log, other_email=other_email,
-                        doomed=doomed)
+                        refresh_token="", openid_access_token="", id_token="", session="", xsrf="", log=log,
+                        other_email=other_email, doomed=doomed)
         main = seeded.tokens(seeded.app)
         seeded.access_token, seeded.refresh_token = main["access_token"], main["refresh_token"]
         seeded.narrow_access_token = seeded.tokens(seeded.app, scope=("chat.read",))["access_token"]
+        openid = seeded.tokens(seeded.app, scope=("openid", "profile", "email"))
+        seeded.openid_access_token, seeded.id_token = openid["access_token"], openid["id_token"]
         seeded.session, seeded.xsrf = seeded.page_session()
         yield seeded
         print(f"\n{request.param}: the server's log (tracebacks of any 5xx): {log}")
@@ -340,6 +344,24 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
         case "userInfo":
             token = seeded.narrow_access_token if variant % 3 == 0 else seeded.access_token
             _with_header(case, "Authorization", f"Bearer {token}")
+        case "oidcUserInfo" | "oidcUserInfoPost":  # now and then a token without openid (403)
+            token = seeded.access_token if variant % 3 == 0 else seeded.openid_access_token
+            if variant % 2 and isinstance(case.body, dict) and case.method.upper() == "POST":
+                _with_header(case, "Authorization", None)
+                _with_fields(case, access_token=token)
+            else:
+                _with_header(case, "Authorization", f"Bearer {token}")
+        case "rpLogout" | "rpLogoutPost":
+            _page(case, seeded, *seeded.page_session())  # a session of its own: logging out ends it
+            if case.method.upper() == "POST" and variant % 2:
+                _with_fields(case, confirm="1")  # lbauth's own confirmation form
+            fields = {"client_id": app["clientId"]}
+            if variant % 3 == 0:
+                fields["id_token_hint"] = seeded.id_token
+            if case.method.upper() == "POST":
+                _with_fields(case, **fields)
+            else:
+                case.query = {**(case.query or {}), **fields}
         case "authorizeExternal":
             _with_header(case, "Authorization", bearer)
             _with_fields(case, clientId=app["clientId"], redirectUri=REDIRECT_URI)

@@ -58,13 +58,14 @@ class Probe:
 
 async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_url):
     ttl = 3
+    # A retiring key must outlast everything it may have signed, ID tokens included (their TTL too).
     first = await start_server(tmp_path, database_url, env="development", clock=SystemClock(),
-                               access_token_ttl=ttl)
+                               access_token_ttl=ttl, id_token_ttl=ttl)
     second = await ServerProcess(database_url, tmp_path / "data", base_url=first.url,
-                                 access_token_ttl=str(ttl)).start()
+                                 access_token_ttl=str(ttl), id_token_ttl=str(ttl)).start()
     probe = Probe(first.url, first.settings.audience)
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data"),
-           "LBAUTH_ACCESS_TOKEN_TTL": str(ttl)}
+           "LBAUTH_ACCESS_TOKEN_TTL": str(ttl), "LBAUTH_ID_TOKEN_TTL": str(ttl)}
     failures: list[str] = []
     seen_kids: list[str] = []
     stop = asyncio.Event()
@@ -73,6 +74,7 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         setup = await full_setup(first)
         refresh_token = (await tokens_for(first, setup))["refreshToken"]
         old_kid = first.services.keyring.signer.kid
+        id_kid = first.services.keyring.signers["RS256"].kid
         held: list[tuple[str, float]] = []  # tokens re-verified until they expire
 
         async def traffic() -> None:
@@ -119,7 +121,9 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         assert failures == []
         assert seen_kids == [old_kid, staged["kid"]]
         jwks = (await first.client.get("/.well-known/jwks.json")).json
-        assert [k["kid"] for k in jwks["keys"]] == [staged["kid"]]
+        # Rotation is per algorithm (contract 8): the RS256 ID-token key is untouched.
+        assert [k["kid"] for k in jwks["keys"] if k["alg"] == "ES256"] == [staged["kid"]]
+        assert [k["kid"] for k in jwks["keys"] if k["alg"] == "RS256"] == [id_kid]
     finally:
         stop.set()
         probe.close()
@@ -132,15 +136,25 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
     srv = await start_server(tmp_path, database_url)
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
     try:
-        old_kid = srv.services.keyring.signer.kid
+        old_kid = srv.services.keyring.signer.kid  # ES256: the access-token key
+        id_kid = srv.services.keyring.signers["RS256"].kid  # the ID tokens' key, made at the first start
         assert (await atool("rotate_signing_key.py", "promote", env=env)).returncode == 1  # nothing staged
-        staged = await atool("rotate_signing_key.py", "stage", "--alg", "RS256", "--json", env=env)
+        staged = await atool("rotate_signing_key.py", "stage", "--alg", "ES256", "--json", env=env)
         staged = json.loads(staged.stdout)
-        again = await atool("rotate_signing_key.py", "stage", env=env)
+        again = await atool("rotate_signing_key.py", "stage", env=env)  # the signing_alg setting: ES256
         assert again.returncode == 1 and "already staged" in again.stderr
         early = await atool("rotate_signing_key.py", "promote", env=env)
         assert early.returncode == 1 and "Wait" in early.stderr and "--force" in early.stderr
-        assert (await atool("rotate_signing_key.py", "promote", "--force", env=env)).returncode == 0
+        # Another algorithm's rotation is its own: an RS256 key stages beside the staged ES256 one,
+        # and promote must then be told which.
+        rs = json.loads((await atool("rotate_signing_key.py", "stage", "--alg", "RS256", "--json", env=env)).stdout)
+        which = await atool("rotate_signing_key.py", "promote", "--force", env=env)
+        assert which.returncode == 1 and "--alg" in which.stderr
+        promoted = await atool("rotate_signing_key.py", "promote", "--alg", "ES256", "--force", "--json", env=env)
+        assert promoted.returncode == 0 and json.loads(promoted.stdout)["kid"] == staged["kid"]
+        await srv.running.reload_keys()
+        assert srv.services.keyring.signer.kid == staged["kid"]
+        assert srv.services.keyring.signers["RS256"].kid == id_kid  # untouched
         early_retire = await atool("rotate_signing_key.py", "retire", env=env)
         assert early_retire.returncode == 1 and "may be live until" in early_retire.stderr
         # Rolling back: the retiring key signs again, at once.
@@ -149,14 +163,131 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         await srv.running.reload_keys()
         assert srv.services.keyring.signer.kid == old_kid
         status = json.loads((await atool("rotate_signing_key.py", "status", "--json", env=env)).stdout)
-        assert {k["kid"]: k["state"] for k in status} == {old_kid: "active", staged["kid"]: "retiring"}
+        assert {k["kid"]: k["state"] for k in status} == {old_kid: "active", staged["kid"]: "retiring",
+                                                        id_kid: "active", rs["kid"]: "staged"}
         # A staged key that is not wanted can be withdrawn at once: it never signed anything.
-        extra = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
-        withdrawn = await atool("rotate_signing_key.py", "retire", f"--kid={extra['kid']}", "--json", env=env)
+        withdrawn = await atool("rotate_signing_key.py", "retire", f"--kid={rs['kid']}", "--json", env=env)
         assert withdrawn.returncode == 0 and json.loads(withdrawn.stdout)[0]["state"] == "retired"
+        await srv.running.reload_keys()
+        jwks = (await srv.client.get("/.well-known/jwks.json")).json
+        assert rs["kid"] not in {k["kid"] for k in jwks["keys"]}
     finally:
         srv.client.close()
         await srv.running.stop()
+
+
+class RelyingParty:
+    """What an OpenID Connect library does with ID tokens: verify them against the issuer's JWKS,
+    cached, fetched again every second and on an unknown `kid` (at most twice a second)."""
+
+    def __init__(self, servers: list, issuer: str, client_id: str) -> None:
+        self.servers, self.issuer, self.client_id = servers, issuer, client_id
+        self.keys: dict[str, object] = {}
+        self.fetched_at = 0.0
+        self.fetches = 0
+
+    async def fetch(self) -> None:
+        server = self.servers[self.fetches % len(self.servers)]  # every process publishes the same set
+        self.fetches += 1
+        document = (await server.client.get("/.well-known/jwks.json")).json
+        self.keys = {k["kid"]: jwt.PyJWK.from_dict(k) for k in document["keys"]}
+        self.fetched_at = time.monotonic()
+
+    async def verify(self, id_token: str) -> str:
+        kid = jwt.get_unverified_header(id_token)["kid"]
+        if time.monotonic() - self.fetched_at > 1 or (kid not in self.keys and
+                                                     time.monotonic() - self.fetched_at > 0.5):
+            await self.fetch()
+        key = self.keys.get(kid)
+        if key is None:
+            return f"unknown kid {kid}"
+        try:
+            jwt.decode(id_token, key, algorithms=["RS256"], audience=self.client_id, issuer=self.issuer, leeway=1)
+        except jwt.PyJWTError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "ok"
+
+
+async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, database_url):
+    """Contract 8 and 15: the RS256 ID-token key goes through stage, promote and retire while a
+    relying party verifies every ID token still inside its lifetime against the JWKS, continuously."""
+    ttl = 3
+    first = await start_server(tmp_path, database_url, env="development", clock=SystemClock(),
+                               access_token_ttl=ttl, id_token_ttl=ttl)
+    second = await ServerProcess(database_url, tmp_path / "data", base_url=first.url,
+                                 access_token_ttl=str(ttl), id_token_ttl=str(ttl)).start()
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data"),
+           "LBAUTH_ACCESS_TOKEN_TTL": str(ttl), "LBAUTH_ID_TOKEN_TTL": str(ttl)}
+    failures: list[str] = []
+    seen_kids: list[str] = []
+    stop = asyncio.Event()
+    try:
+        setup = await full_setup(first)
+        tokens = await tokens_for(first, setup, scope=("openid", "profile"))
+        assert tokens["idToken"]
+        refresh_token = tokens["refreshToken"]
+        access_kid = first.services.keyring.signer.kid
+        old_kid = first.services.keyring.signers["RS256"].kid
+        rp = RelyingParty([first, second], first.settings.issuer, setup.client_id)
+        held: list[tuple[str, float]] = []  # ID tokens re-verified until they expire
+        count = 0
+
+        async def traffic() -> None:
+            nonlocal count
+            while not stop.is_set():
+                server = (first, second)[count % 2]  # both processes mint ID tokens
+                count += 1
+                r = await refresh(server, refresh_token, setup.client_id, setup.client_secret)
+                if r.status != 200:
+                    failures.append(f"refresh: {r.text}")
+                    continue
+                id_token = r.data["idToken"]
+                kid = jwt.get_unverified_header(id_token)["kid"]
+                if kid not in seen_kids:
+                    seen_kids.append(kid)
+                exp = jwt.decode(id_token, options={"verify_signature": False})["exp"]
+                held.append((id_token, exp - 1.5))  # checked while comfortably inside its lifetime
+                for tok, good_until in list(held):
+                    if time.time() > good_until:
+                        held.remove((tok, good_until))
+                        continue
+                    answer = await rp.verify(tok)
+                    if answer != "ok" and time.time() < good_until:
+                        failures.append(f"relying party: {answer}")
+                await asyncio.sleep(0.1)
+
+        running = asyncio.ensure_future(traffic())
+        await asyncio.sleep(1)
+        stage = await atool("rotate_signing_key.py", "stage", "--alg", "RS256", "--json", env=env)
+        assert stage.returncode == 0, stage.stderr
+        staged = json.loads(stage.stdout)
+        await asyncio.sleep(KEY_RELOAD_SECONDS + 1.5)  # every server publishes it; the RP fetches it
+        promoted = await atool("rotate_signing_key.py", "promote", "--alg", "RS256", "--grace", "2", "--json",
+                               env=env)
+        assert promoted.returncode == 0, promoted.stderr
+        assert json.loads(promoted.stdout)["kid"] == staged["kid"]
+        await first.running.reload_keys()
+        while True:  # retire as soon as the tool says it is safe
+            result = await atool("rotate_signing_key.py", "retire", "--leeway", "1", "--json", env=env)
+            if result.returncode == 0:
+                break
+            assert "Wait" in result.stderr
+            await asyncio.sleep(1)
+        await asyncio.sleep(6)  # servers reload, the relying party drops the retired key
+        stop.set()
+        await running
+        assert failures == []
+        assert count > 20  # the traffic ran all along
+        assert seen_kids == [old_kid, staged["kid"]]
+        jwks = (await first.client.get("/.well-known/jwks.json")).json
+        assert [k["kid"] for k in jwks["keys"] if k["alg"] == "RS256"] == [staged["kid"]]
+        assert first.services.keyring.signer.kid == access_kid  # the access-token key is untouched
+        assert [k["kid"] for k in jwks["keys"] if k["alg"] == "ES256"] == [access_kid]
+    finally:
+        stop.set()
+        second.stop()
+        first.client.close()
+        await first.running.stop()
 
 
 async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path, database_url):
@@ -175,7 +306,8 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert srv.services.master_keys.ids == (old_id, added["keyId"])
         promoted = await atool("rotate_master_key.py", "promote", added["keyId"], "--force", "--json", env=env)
         assert promoted.returncode == 0, promoted.stderr
-        assert json.loads(promoted.stdout)["resealed"] == 2  # the webhook secret and the signing key
+        # the webhook secret and the two signing keys (access tokens' ES256, ID tokens' RS256)
+        assert json.loads(promoted.stdout)["resealed"] == 3
         await srv.running.reload_keys()
         assert (await browser.get("/account/apps")).login_form() is None  # and the cookie is re-signed
         early = await atool("rotate_master_key.py", "retire", added["keyId"], env=env)
@@ -184,7 +316,7 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert retired.returncode == 0, retired.stderr
         await srv.running.reload_keys()
         assert srv.services.master_keys.ids == (added["keyId"],)
-        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 2}  # nothing under the old key
+        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 3}  # nothing under the old key
 
         # The session cookie signed before the rotation still works; signing and webhooks too.
         assert (await browser.get("/account/apps")).login_form() is None
@@ -222,7 +354,7 @@ async def test_serve_says_once_when_the_signing_alg_setting_differs_from_the_act
     server = await ServerProcess(database_url, tmp_path / "data", signing_alg="EdDSA", workers="2").start()
     try:
         jwks = (await server.client.get("/.well-known/jwks.json")).json
-        assert [(k["kid"], k["alg"]) for k in jwks["keys"]] == [(kid, "ES256")]
+        assert [(k["kid"], k["alg"]) for k in jwks["keys"] if k["alg"] != "RS256"] == [(kid, "ES256")]
     finally:
         server.stop()
     notices = [json.loads(line) for line in server.log.read_text().splitlines()

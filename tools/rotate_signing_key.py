@@ -3,9 +3,15 @@
 
     rotate_signing_key.py status                  the keys and what each next step is waiting for
     rotate_signing_key.py stage [--alg ES256]     publish a new key in the JWKS; it does not sign yet
-    rotate_signing_key.py promote [--grace 900]   the staged key signs; the old one keeps verifying
+    rotate_signing_key.py promote [--alg ES256]   the staged key signs; the old key of its algorithm
+                         [--grace 900]            keeps verifying
     rotate_signing_key.py promote --kid OLD       roll back: the retiring key signs again
     rotate_signing_key.py retire                  unpublish keys once nothing they signed can be live
+
+The key ring holds one active key per algorithm (contract 8): LBAUTH_SIGNING_ALG's signs access
+tokens, and each algorithm apps choose for their ID tokens (RS256 by default) signs those. Each
+algorithm is rotated on its own: stage, promote and retire name it with --alg (stage defaults to
+LBAUTH_SIGNING_ALG; promote needs it only when keys of several algorithms are staged).
 
 Each step refuses what would make a valid token fail, says why and how long to wait; --force
 overrides. Settings (database, master key) come as for `lbauth`: flags, LBAUTH_*, --config.
@@ -26,7 +32,7 @@ from lbauth.settings import SIGNING_ALGS
 
 async def status(args, settings) -> list:
     return await cli.with_database(settings, lambda db: keys.rotation_status(
-        db, SystemClock(), access_ttl=settings.access_token_ttl, grace=args.grace, leeway=args.leeway))
+        db, SystemClock(), access_ttl=settings.longest_signed_ttl, grace=args.grace, leeway=args.leeway))
 
 
 async def stage(args, settings) -> dict:
@@ -38,12 +44,14 @@ async def stage(args, settings) -> dict:
 
 async def promote(args, settings) -> dict:
     return await cli.with_database(settings, lambda db: keys.promote_key(db, SystemClock(), kid=args.kid,
-                                                                         grace=args.grace, force=args.force))
+                                                                         alg=args.alg, grace=args.grace,
+                                                                         force=args.force))
 
 
 async def retire(args, settings) -> list:
     return await cli.with_database(settings, lambda db: keys.retire_keys(
-        db, SystemClock(), access_ttl=settings.access_token_ttl, kid=args.kid, leeway=args.leeway, force=args.force))
+        db, SystemClock(), access_ttl=settings.longest_signed_ttl, kid=args.kid, leeway=args.leeway,
+        force=args.force))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     # A kid (RFC 7638, base64url) may begin with "-": write --kid=KID, which argparse always takes.
     p.add_argument("--kid", help="promote this key (a staged one, or a retiring one to roll back); "
                                  "write --kid=KID, since a kid may begin with -")
+    p.add_argument("--alg", choices=SIGNING_ALGS, help="the algorithm whose staged key to promote")
     p.add_argument("--grace", type=int, default=keys.DEFAULT_GRACE_SECONDS,
                    help="seconds a staged key must have been published (default %(default)s)")
     p.add_argument("--force", action="store_true", help="skip the safety check")

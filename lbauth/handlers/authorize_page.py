@@ -1,8 +1,11 @@
-"""GET/POST {auth_url}/oauth/: the authorization page (spec 4.1, contract section 5).
+"""GET/POST {auth_url}/oauth/: the authorization page (spec 4.1, contract sections 5 and 15).
 
-GET validates the request, asks a visitor to sign in, and shows the consent page (or, when the
-user's live grant already covers the request, redirects with a code at once). POST is the user's
-Approve or Deny, with an XSRF token; the request is validated again from the posted fields.
+GET (or a relying party's form POST, OpenID Connect Core 3.1.2.1, which carries no XSRF token)
+validates the request, asks a visitor to sign in, and shows the consent page (or, when the user's
+live grant already covers the request, redirects with a code at once). The consent form's POST is
+the user's Approve or Deny, with an XSRF token and a `decision`; the request is validated again
+from the posted fields. An OpenID request's prompt, max_age, login_hint and id_token_hint decide
+which pages it may show (none, with prompt=none).
 """
 
 from __future__ import annotations
@@ -12,11 +15,20 @@ from urllib.parse import urlencode, urlsplit
 from lbauth.core import scopes, urls
 from lbauth.core.oauth import authorize
 from lbauth.core.oauth.authorize import AuthorizationRequest
-from lbauth.errors import AccessDenied, AuthorizationRedirect, LbauthError, ValidationFailed
+from lbauth.core.oidc import requests as oidc_requests
+from lbauth.core.oidc.id_tokens import hint_is_for, read_hint
+from lbauth.errors import (
+    AccessDenied,
+    AuthorizationRedirect,
+    ConsentRequired,
+    LbauthError,
+    LoginRequired,
+    ValidationFailed,
+)
 from lbauth.handlers.pages import PageHandler, with_query
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
-                   "code_challenge_method")
+                   "code_challenge_method", "nonce")
 
 
 class AuthorizePage(PageHandler):
@@ -31,6 +43,11 @@ class AuthorizePage(PageHandler):
         await self.handle(params, decision=None)
 
     async def post(self) -> None:
+        posted = self.form_body()
+        if "decision" not in posted:
+            # A relying party's form POST (OpenID Connect Core 3.1.2.1): the request itself, no XSRF.
+            await self.handle({name: [value] for name, value in posted.items()}, decision=None)
+            return
         form = self.form()
         decision = form.pop("decision", None)
         if decision not in ("approve", "deny"):
@@ -44,33 +61,96 @@ class AuthorizePage(PageHandler):
                 raise ValidationFailed(f"{name} must be sent exactly once")
         app = await authorize.load_client(self.services.db, params["client_id"][0], params["redirect_uri"][0])
         try:
-            await self.decide(authorize.check_front_channel(app, params), decision)
+            request = authorize.check_front_channel(app, params)
+            openid = self.openid_parameters(request, params)
+            await self.decide(request, params, openid, decision)
         except AuthorizationRedirect as refusal:  # the redirect URI is known good from here on
             self.send_to_client(refusal.redirect_uri, refusal.params())
 
-    async def decide(self, request: AuthorizationRequest, decision: str | None) -> None:
+    def openid_parameters(self, request: AuthorizationRequest,
+                          params: dict[str, list[str]]) -> oidc_requests.OpenIdParameters | None:
+        if scopes.OPENID not in request.scopes:
+            return None
+        try:
+            return oidc_requests.parse(params)
+        except LbauthError as error:
+            raise AuthorizationRedirect(error, request.redirect_uri, request.state) from None
+
+    async def decide(self, request: AuthorizationRequest, params: dict[str, list[str]],
+                     openid: oidc_requests.OpenIdParameters | None, decision: str | None) -> None:
         """Sign-in, then the user's decision: a code, the consent page, or AuthorizationRedirect."""
         s = self.services
-        if self.user is None:
+        prompt = openid.prompt if openid else frozenset()
+
+        def refuse(error: LbauthError) -> AuthorizationRedirect:
+            return AuthorizationRedirect(error, request.redirect_uri, request.state)
+
+        hinted = await self.hinted_subject(request, openid)
+        signed_in_long_ago = (openid is not None and openid.max_age is not None and self.session is not None
+                              and s.clock.now() - self.session.session.authenticated_at > openid.max_age)
+        if "none" in prompt:  # no page at all (contract 15)
+            if self.user is None or signed_in_long_ago:
+                raise refuse(LoginRequired())
+            if hinted is not None and hinted != await authorize.subject_of(s.db, self.user.id, request.app.id):
+                raise refuse(LoginRequired("The signed-in user is not the one the id_token_hint names."))
+            if request.unregistered_loopback or not await authorize.grant_covers(s.db, self.user.id, request):
+                raise refuse(ConsentRequired())
+            await self.issue(request, openid)
+            return
+        if decision is None and (self.user is None or signed_in_long_ago or "login" in prompt):
             self.allow_form_to(request.redirect_uri)  # the sign-in may end at the client (contract 5)
-            self.login_form(self.request.uri if decision is None else "/oauth/?" + _query(request))
+            email = (openid.login_hint if openid and openid.login_hint else
+                     (self.user.email if self.user is not None else ""))
+            self.login_form(_after_sign_in(params), email=email or "")
+            return
+        if self.user is None:  # a consent form posted after signing out
+            self.allow_form_to(request.redirect_uri)
+            self.login_form("/oauth/?" + _query(request))
+            return
+        if decision is None and "select_account" in prompt:
+            self.render_page("select_account.html", app=request.app,
+                             continue_url="/oauth/?" + urlencode(_without(params, prompt="select_account")))
             return
         if decision == "deny":
-            raise AuthorizationRedirect(AccessDenied(), request.redirect_uri, request.state)
+            raise refuse(AccessDenied())
         # A program on the device listening at an unregistered loopback URI is shown to the user
-        # every time: no code goes there without consent (contract 5).
-        if decision == "approve" or (not request.unregistered_loopback
+        # every time: no code goes there without consent (contract 5); prompt=consent asks again.
+        if decision == "approve" or ("consent" not in prompt and not request.unregistered_loopback
                                      and await authorize.grant_covers(s.db, self.user.id, request)):
-            code = await authorize.issue_code(s.db, s.clock, request, self.user.id, s.settings.code_ttl)
-            self.send_to_client(request.redirect_uri, {"code": code, "state": request.state})
+            await self.issue(request, openid)
             return
-        self.consent_page(request)
+        self.consent_page(request, openid)
 
-    def consent_page(self, request: AuthorizationRequest) -> None:
+    async def hinted_subject(self, request: AuthorizationRequest,
+                             openid: oidc_requests.OpenIdParameters | None) -> str | None:
+        """The subject an id_token_hint names, checked before consent (contract 15): a hint that is
+        not our ID token, or was issued to another client, is invalid_request."""
+        if openid is None or openid.id_token_hint is None:
+            return None
+        try:
+            claims = read_hint(openid.id_token_hint, self.services.keyring.public_keys, self.services.settings.issuer)
+            if not hint_is_for(claims, request.app.client_id):
+                raise ValidationFailed("id_token_hint was issued to another client.")
+        except LbauthError as error:
+            raise AuthorizationRedirect(error, request.redirect_uri, request.state) from None
+        return claims["sub"]
+
+    async def issue(self, request: AuthorizationRequest, openid: oidc_requests.OpenIdParameters | None) -> None:
+        s = self.services
+        assert self.user is not None and self.session is not None
+        details = (oidc_requests.id_token_details(request.app, self.session.session, openid.nonce)
+                   if openid is not None else None)
+        code = await authorize.issue_code(s.db, s.clock, request, self.user.id, s.settings.code_ttl, details)
+        self.send_to_client(request.redirect_uri, {"code": code, "state": request.state})
+
+    def consent_page(self, request: AuthorizationRequest, openid: oidc_requests.OpenIdParameters | None) -> None:
         self.allow_form_to(request.redirect_uri)
+        hidden = _hidden_fields(request)
+        if openid is not None and openid.nonce is not None:
+            hidden.append(("nonce", openid.nonce))
         self.render_page("consent.html", app=request.app, request=request,
                          scopes=[(name, scopes.SCOPES[name]) for name in request.scopes],
-                         hidden=_hidden_fields(request), redirect_host=urlsplit(request.redirect_uri).netloc)
+                         hidden=hidden, redirect_host=urlsplit(request.redirect_uri).netloc)
 
     def send_to_client(self, redirect_uri: str, params: dict[str, str | None]) -> None:
         """302 after a GET, 303 after a POST: never 307, which would re-POST the form (RFC 9700 4.11).
@@ -97,3 +177,24 @@ def _hidden_fields(request: AuthorizationRequest) -> list[tuple[str, str]]:
 
 def _query(request: AuthorizationRequest) -> str:
     return urlencode(_hidden_fields(request))
+
+
+def _without(params: dict[str, list[str]], *, prompt: str) -> list[tuple[str, str]]:
+    """The request's parameters with one prompt value taken out (and max_age, for `login`: the
+    sign-in made for this very request satisfies it, so max_age=0 signs in once, not forever)."""
+    pairs = []
+    for name, values in params.items():
+        for value in values:
+            if name == "prompt":
+                value = " ".join(v for v in value.split() if v != prompt)
+                if not value:
+                    continue
+            if name == "max_age" and prompt == "login":
+                continue
+            pairs.append((name, value))
+    return pairs
+
+
+def _after_sign_in(params: dict[str, list[str]]) -> str:
+    """Where a sign-in asked for by the request (no one signed in, prompt=login, max_age) comes back."""
+    return "/oauth/?" + urlencode(_without(params, prompt="login"))

@@ -7,6 +7,9 @@ from typing import Any
 
 from lbauth.core import scopes
 from lbauth.core.clients import apps, outbox
+from lbauth.core.crypto import keys
+from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
+from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
 from lbauth.handlers.pages import PageHandler, signed_in
 from lbauth.storage.records import App
@@ -41,12 +44,25 @@ class ConsolePage(PageHandler):
         events = (await outbox.list_events(s.db, client_id=client_id))[:50]
         attempts = await outbox.attempts_of(s.db, [e["eventId"] for e in events])
         self.render_page("console_app.html", status=status, app=app, events=events, attempts=attempts,
-                         meanings=scopes.SCOPES, notice=_NOTICES.get(self.get_query_argument("done", "")),
+                         meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS,
+                         notice=_NOTICES.get(self.get_query_argument("done", "")),
                          secrets=context.pop("secrets", {}), error=context.pop("error", None),
                          created=context.pop("created", False), **context)
 
     def render_form_error(self, template: str, error: ValidationFailed, **context: Any) -> None:
-        self.render_page(template, status=400, error=error.message, meanings=scopes.SCOPES, **context)
+        self.render_page(template, status=400, error=error.message, meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS,
+                         **context)
+
+    async def ensure_id_token_key(self, alg: str | None) -> None:
+        """The key ring holds an active key for every algorithm an app asks for (contract 8): made
+        before the app asks, so that its first ID token finds it; this process reloads at once."""
+        if alg is None:
+            return
+        if alg not in ID_TOKEN_ALGS:
+            raise ValidationFailed(f"the ID-token algorithm must be one of {', '.join(ID_TOKEN_ALGS)}")
+        s = self.services
+        if await keys.ensure_active_key(s.db, s.clock, s.master_keys, alg):
+            await s.reload_keys()
 
 
 class ConsoleHome(ConsolePage):
@@ -58,11 +74,18 @@ class ConsoleHome(ConsolePage):
         self.render_page("console_home.html", apps=owned)
 
 
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def _app_fields(form: dict[str, Any]) -> dict[str, Any]:
     return {"name": form.get("name", ""),
-            "redirect_uris": [line.strip() for line in form.get("redirect_uris", "").splitlines() if line.strip()],
+            "redirect_uris": _lines(form.get("redirect_uris", "")),
             "allowed_scopes": form.get("scopes") or None,
-            "webhook_url": form.get("webhook_url", "").strip()}
+            "webhook_url": form.get("webhook_url", "").strip(),
+            # OpenID Connect (contract 15): the ID tokens' algorithm, and RP-initiated logout's URIs
+            "id_token_alg": form.get("id_token_alg") or None,
+            "post_logout_redirect_uris": _lines(form.get("post_logout_redirect_uris", ""))}
 
 
 class NewAppPage(ConsolePage):
@@ -70,17 +93,20 @@ class NewAppPage(ConsolePage):
 
     @signed_in
     async def get(self) -> None:
-        self.render_page("console_new.html", meanings=scopes.SCOPES, error=None, values={})
+        self.render_page("console_new.html", meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS, error=None, values={})
 
     @signed_in(lists=("scopes",))
     async def post(self, form: dict[str, Any]) -> None:
         s = self.services
         fields = _app_fields(form)
         try:
+            await self.ensure_id_token_key(fields["id_token_alg"])
             created = await apps.create_app(s.db, s.clock, s.master_keys, s.app_policy, owner_email=self.user.email,
                                             name=fields["name"], redirect_uris=fields["redirect_uris"],
                                             allowed_scopes=fields["allowed_scopes"],
-                                            webhook_url=fields["webhook_url"] or None)
+                                            webhook_url=fields["webhook_url"] or None,
+                                            id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG,
+                                            post_logout_redirect_uris=fields["post_logout_redirect_uris"])
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
@@ -103,10 +129,12 @@ class AppPage(ConsolePage):
         try:
             if action == "save":
                 fields = _app_fields(form)
+                await self.ensure_id_token_key(fields["id_token_alg"])
                 await apps.update_app(s.db, s.clock, s.app_policy, client_id, name=fields["name"],
                                       redirect_uris=fields["redirect_uris"],
                                       allowed_scopes=fields["allowed_scopes"] or list(scopes.ALL),
-                                      webhook_url=fields["webhook_url"])
+                                      webhook_url=fields["webhook_url"], id_token_alg=fields["id_token_alg"],
+                                      post_logout_redirect_uris=fields["post_logout_redirect_uris"])
                 done = "saved"
             elif action == "rotate-secret":
                 rotated = await apps.rotate_client_secret(s.db, s.clock, client_id)

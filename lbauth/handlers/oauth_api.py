@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from lbauth.core import scopes
 from lbauth.core.fields import require
 from lbauth.core.oauth import authorize
 from lbauth.core.oauth.client_auth import ClientCredentials, ClientSecretPost
+from lbauth.core.oidc.requests import MAX_NONCE_LENGTH, id_token_details
 from lbauth.errors import GrantTypeInvalid, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 
@@ -14,7 +16,7 @@ class AuthorizeExternalHandler(BaseHandler):
 
     async def post(self) -> None:
         s = self.services
-        user = (await s.accounts.sessions.check(self.bearer_token())).user
+        me = await s.accounts.sessions.check(self.bearer_token())
         body = self.json_body()
         client_id, redirect_uri, scope = require(body, "clientId", "redirectUri", "scope")
         if not isinstance(client_id, str) or not isinstance(redirect_uri, str):
@@ -22,7 +24,12 @@ class AuthorizeExternalHandler(BaseHandler):
         app = await authorize.load_client(s.db, client_id, redirect_uri)
         request = authorize.check_api_request(app, redirect_uri, scope, body.get("state"), body.get("codeChallenge"),
                                               body.get("codeChallengeMethod"))
-        code = await authorize.issue_code(s.db, s.clock, request, user.id, s.settings.code_ttl)
+        nonce = body.get("nonce")
+        if nonce is not None and (not isinstance(nonce, str) or len(nonce) > MAX_NONCE_LENGTH):
+            raise ValidationFailed(f"nonce must be a string of at most {MAX_NONCE_LENGTH} characters")
+        # An OpenID request's ID token names the user token's session (contract 15: sid)
+        openid = id_token_details(app, me.session, nonce) if scopes.OPENID in request.scopes else None
+        code = await authorize.issue_code(s.db, s.clock, request, me.user.id, s.settings.code_ttl, openid)
         self.send_data({"code": code, "state": request.state or ""})
 
 

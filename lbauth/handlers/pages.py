@@ -212,6 +212,8 @@ class LoginPage(PageHandler):
         except (LoginFailed, ValidationFailed) as exc:
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320])
             return
+        if self.session is not None:  # signing in again (prompt=login, max_age) ends the old browser session
+            await s.accounts.sign_out(self.session)
         self.start_session(session.token)
         if redirect_allowed:
             self.redirect(next_url, status=303)
@@ -231,9 +233,11 @@ class LogoutPage(PageHandler):
     working too, contract 16)."""
 
     async def post(self) -> None:
-        self.form()
+        form = self.form()
         if self.session is not None:
             await self.services.accounts.sign_out(self.session)
         self.clear_cookie(SESSION_COOKIE)
-        self.redirect("/login", status=303)
+        # `next`: where the next sign-in goes (prompt=select_account's "Use another account")
+        self.redirect("/login?" + urlencode({"next": safe_next(form["next"])}) if form.get("next") else "/login",
+                      status=303)
 

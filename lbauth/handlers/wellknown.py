@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from lbauth import verify
 from lbauth.core import scopes
+from lbauth.core.oidc import claims
+from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import NotFound
 from lbauth.handlers.base import CorsHandler
 from lbauth.settings import Settings
@@ -19,13 +21,15 @@ _CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
 
 
 def metadata(settings: Settings) -> dict:
-    """RFC 8414 section 2: every field of contract 8 for what this server has today."""
+    """RFC 8414 section 2 and OpenID Connect Discovery 1.0 section 3, one object for both (contract 8)."""
     base, pages = settings.base_url, settings.auth_url
     return {
         "issuer": settings.issuer,  # byte for byte (contract 1)
         "authorization_endpoint": f"{pages}/oauth/",
         "token_endpoint": f"{base}/oauth/token",
         "jwks_uri": f"{base}/.well-known/jwks.json",
+        "userinfo_endpoint": f"{base}/oauth/userinfo",
+        "end_session_endpoint": f"{pages}/oauth/logout",
         "revocation_endpoint": f"{base}/oauth/revoke",
         "introspection_endpoint": f"{base}/oauth/introspect",
         "scopes_supported": list(scopes.ALL),
@@ -36,6 +40,10 @@ def metadata(settings: Settings) -> dict:
         "token_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
         "revocation_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
         "introspection_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        "subject_types_supported": ["pairwise"],  # sub is the appScopedUserId (contract 15)
+        "id_token_signing_alg_values_supported": list(ID_TOKEN_ALGS),
+        "claims_supported": claims.SUPPORTED,
+        "claims_parameter_supported": False,
         # RFC 9101 10.5: no request objects, by value or by reference
         "request_parameter_supported": False,
         "request_uri_parameter_supported": False,
@@ -76,10 +84,15 @@ class MetadataHandler(CorsHandler):
 
 
 class IssuerPathMetadataHandler(MetadataHandler):
-    """GET /.well-known/oauth-authorization-server/{issuer path}: the RFC 8414 3.1 location of
-    the document when LBAUTH_ISSUER has a path; any other path is not found."""
+    """When LBAUTH_ISSUER has a path (contract 8): `/.well-known/oauth-authorization-server{path}`
+    and `/.well-known/openid-configuration{path}` (RFC 8414 3.1), and
+    `{path}/.well-known/openid-configuration` (OpenID Connect Discovery 4.1); any other path is
+    not found."""
 
     def get(self, _issuer_path: str) -> None:
-        if self.request.path != metadata_path(self.services.settings.issuer):
+        path = urlsplit(self.services.settings.issuer).path.rstrip("/")
+        if not path or self.request.path not in (metadata_path(self.services.settings.issuer),
+                                                 f"/.well-known/openid-configuration{path}",
+                                                 f"{path}/.well-known/openid-configuration"):
             raise NotFound()
         super().get()

@@ -12,6 +12,7 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     ForeignKey,
     Index,
     Integer,
@@ -54,6 +55,7 @@ class User(Base):
     created_at: Mapped[int] = mapped_column(Time)
     disabled_at: Mapped[int | None] = mapped_column(Time)  # by an operator (contract 16)
     deleted_at: Mapped[int | None] = mapped_column(Time)  # erased: the row keeps only its id and times
+    email_verified: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 class Session(Base):
@@ -70,6 +72,9 @@ class Session(Base):
     ended_at: Mapped[int | None] = mapped_column(Time)
     user_agent: Mapped[str] = mapped_column(String(200), default="")
     ip_address: Mapped[str] = mapped_column(String(64), default="")
+    # The user's last sign-in in this session (OpenID auth_time): a new sign-in asked for by
+    # prompt=login or max_age moves it.
+    authenticated_at: Mapped[int] = mapped_column(Time, default=0, server_default=text("0"))
 
 
 class App(Base):
@@ -87,6 +92,8 @@ class App(Base):
     webhook_disabled_at: Mapped[int | None] = mapped_column(Time)  # set by a 410 answer
     created_at: Mapped[int] = mapped_column(Time)
     updated_at: Mapped[int] = mapped_column(Time)
+    id_token_alg: Mapped[str] = mapped_column(String(16), default="RS256", server_default=text("'RS256'"))
+    post_logout_redirect_uris: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
 
 
 class Subject(Base):
@@ -131,6 +138,12 @@ class AuthorizationCode(Base):
     used_at: Mapped[int | None] = mapped_column(Time)
     revoked_at: Mapped[int | None] = mapped_column(Time)
     access_jti: Mapped[str | None] = mapped_column(String(64))  # what the redemption issued
+    # An OpenID request's (contract 15): what its ID token will say, and with which algorithm
+    # (the app's at authorization); NULL for a plain OAuth code.
+    id_token_alg: Mapped[str | None] = mapped_column(String(16))
+    nonce: Mapped[str | None] = mapped_column(Text)
+    auth_time: Mapped[int | None] = mapped_column(Time)
+    session_id: Mapped[str | None] = mapped_column(Id)
 
 
 class RefreshToken(Base):
@@ -146,10 +159,13 @@ class RefreshToken(Base):
     created_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time, index=True)
     revoked_at: Mapped[int | None] = mapped_column(Time)
+    auth_time: Mapped[int | None] = mapped_column(Time)  # an OpenID grant's: its refreshed ID tokens keep it
+    session_id: Mapped[str | None] = mapped_column(Id)
 
 
 class SigningKey(Base):
-    """JWS keys (contract section 8). state: staged -> active -> retiring -> retired."""
+    """JWS keys (contract section 8). state: staged -> active -> retiring -> retired; one active
+    key per algorithm."""
     __tablename__ = "signing_keys"
     kid: Mapped[str] = mapped_column(String(64), primary_key=True)  # RFC 7638 thumbprint
     alg: Mapped[str] = mapped_column(String(16))
@@ -162,7 +178,7 @@ class SigningKey(Base):
     retired_at: Mapped[int | None] = mapped_column(Time)
 
     __table_args__ = (
-        Index("uq_signing_keys_active", "state", unique=True,
+        Index("uq_signing_keys_active", "alg", unique=True,
               sqlite_where=text("state = 'active'"), postgresql_where=text("state = 'active'")),
     )
 

@@ -25,6 +25,7 @@ class User:
     created_at: int
     disabled_at: int | None
     deleted_at: int | None
+    email_verified: bool
 
     @property
     def active(self) -> bool:
@@ -44,6 +45,7 @@ class Session:
     ended_at: int | None
     user_agent: str
     ip_address: str
+    authenticated_at: int  # the last sign-in (OpenID auth_time)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class App:
     webhook_disabled_at: int | None
     created_at: int
     updated_at: int
+    id_token_alg: str
+    post_logout_redirect_uris: list[str]
     owner_email: str
 
 
@@ -82,6 +86,8 @@ class AppChanges:
     webhook_disabled_at: int | None | Literal[_Keep.KEEP] = KEEP
     client_secret_hash: str | None = None
     webhook_secret_sealed: str | None = None
+    id_token_alg: str | None = None
+    post_logout_redirect_uris: list[str] | None = None
 
     def columns(self) -> dict[str, Any]:
         """The columns to write and their new values."""
@@ -146,16 +152,34 @@ class Code:
     used_at: int | None
     revoked_at: int | None
     access_jti: str | None
+    id_token_alg: str | None
+    nonce: str | None
+    auth_time: int | None
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpenIdDetails:
+    """What an OpenID request's code remembers for its ID token (contract 15)."""
+    id_token_alg: str
+    nonce: str | None
+    auth_time: int
+    session_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimedCode:
-    """What a code redeemed just now was issued for (spec 4.3)."""
+    """What a code redeemed just now was issued for (spec 4.3), and its ID token's details when
+    it was an OpenID request (contract 15; `id_token_alg` None otherwise)."""
     app_id: str
     user_id: str
     grant_id: str
     asu: str
     scopes: list[str]
+    id_token_alg: str | None
+    nonce: str | None
+    auth_time: int | None
+    session_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +195,14 @@ class RefreshToken:
     created_at: int
     expires_at: int
     revoked_at: int | None
+    auth_time: int | None
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRefreshToken(RefreshToken):
+    """A refresh token found for the client presenting it, with that app's ID-token algorithm."""
+    id_token_alg: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ EXPECTED = {
     errors.InteractionRequired: (400, "oauth2.interaction.required", "interaction_required", True),
     errors.LoginRequired: (400, "oauth2.login.required", "login_required", True),
     errors.ConsentRequired: (400, "oauth2.consent.required", "consent_required", True),
+    errors.RequestNotSupported: (400, "oauth2.request.not_supported", "request_not_supported", True),
+    errors.RequestUriNotSupported: (400, "oauth2.request_uri.not_supported", "request_uri_not_supported", True),
     errors.TargetInvalid: (400, "oauth2.target.invalid", "invalid_target", True),
     errors.GrantTypeInvalid: (400, "oauth2.grant_type.invalid", "unsupported_grant_type", True),
     errors.ClientSecretMismatch: (401, "oauth2.client.secret_mismatch", "invalid_client", True),

@@ -25,3 +25,21 @@ def test_a_signed_token_is_what_pyjwt_makes(alg: str) -> None:
     assert jwt.get_unverified_header(token) == {"alg": alg, "kid": "kid-1", "typ": "at+jwt"}
     assert jwt.decode(token, key.public_key(), algorithms=[alg], audience="https://api.example",
                       options={"verify_iat": False, "verify_exp": False}) == CLAIMS
+
+
+@pytest.mark.parametrize("access_alg", ["ES256", "EdDSA"])
+def test_without_a_key_of_the_setting_access_tokens_keep_the_first_starts_key_not_the_id_token_key(access_alg):
+    """Contract 8: the first start makes the access key and the RS256 ID-token key, often in the
+    same second. When LBAUTH_SIGNING_ALG later names an algorithm without an active key, access
+    tokens keep the first start's access key, whatever the kids' order."""
+    from lbauth.core.crypto.keys import KeyRing, _new_key
+    from lbauth.core.crypto.masterkey import MasterKeys, generate_key_text
+
+    master = MasterKeys.parse(generate_key_text(), "test")
+    now = 1_900_000_000
+    for _ in range(8):  # random kids: the RS256 one sorts first about every other time
+        keys = [_new_key(access_alg, "active", master, now), _new_key("RS256", "active", master, now)]
+        for ordered in (keys, keys[::-1]):
+            ring = KeyRing.build(ordered, master, access_alg="ES256" if access_alg == "EdDSA" else "EdDSA")
+            assert ring.signer.alg == access_alg
+            assert set(ring.signers) == {access_alg, "RS256"}

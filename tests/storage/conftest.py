@@ -29,7 +29,8 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 def new_user(user_id: str = "usr_1", email: str = "ada@example.com") -> User:
     return User(id=user_id, email=email, name="Ada", avatar="", bio="", interest_tags=["math"],
-                password_hash="$argon2id$not-a-real-hash", created_at=NOW, disabled_at=None, deleted_at=None)
+                password_hash="$argon2id$not-a-real-hash", created_at=NOW, disabled_at=None, deleted_at=None,
+                email_verified=False)
 
 
 async def add_app(db: Database, owner: User, app_id: str = "app_1", client_id: str = "cid_1",
@@ -37,7 +38,7 @@ async def add_app(db: Database, owner: User, app_id: str = "app_1", client_id: s
     await db.transaction(apps_repo.insert_app, app_id=app_id, client_id=client_id, name="Notes", owner_id=owner.id,
                          client_secret_hash="s" * 64, redirect_uris=["https://app.example/cb"],
                          scopes=["userinfo", "profile"], webhook_url=webhook_url, webhook_secret_sealed="mk1.sealed",
-                         now=NOW)
+                         now=NOW, id_token_alg="RS256", post_logout_redirect_uris=[])
     app = await db.read(apps_repo.by_client_id, client_id)
     assert app is not None
     return app

@@ -25,7 +25,8 @@ async def test_users_and_their_sessions(db: Database) -> None:
     assert await db.read(users_repo.by_id, user.id) == user
     assert await db.read(users_repo.by_id, "usr_2") is None
     session = Session(id="ses_1", token_hash="u" * 64, user_id=user.id, kind="api", created_at=NOW,
-                      last_used_at=NOW, expires_at=NOW + 60, ended_at=None, user_agent="curl/8", ip_address="::1")
+                      last_used_at=NOW, expires_at=NOW + 60, ended_at=None, user_agent="curl/8", ip_address="::1",
+                      authenticated_at=NOW)
     await db.transaction(sessions_repo.insert_session, session)
     assert await db.read(sessions_repo.with_user, "u" * 64) == (session, user)
     assert await db.read(sessions_repo.live_of_user, user.id, NOW + 59) == [session]

@@ -34,7 +34,8 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
     again = await db.transaction(codes_repo.redeem, **_redeem_args(access_jti="jti-2", refresh_hash="q" * 64))
 
     assert first == ClaimedCode(app_id=granted.app.id, user_id=granted.user.id, grant_id=granted.grant_id,
-                                asu=granted.asu, scopes=["userinfo"])
+                                asu=granted.asu, scopes=["userinfo"], id_token_alg=None, nonce=None, auth_time=None,
+                                session_id=None)
     assert again is None
     code = await db.read(codes_repo.by_hash, "c" * 64)
     assert isinstance(code, Code)
@@ -42,7 +43,8 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
     stored = await db.read(tokens_repo.by_hash, "r" * 64)
     assert stored == RefreshToken(token_hash="r" * 64, app_id=granted.app.id, user_id=granted.user.id,
                                   grant_id=granted.grant_id, code_hash="c" * 64, asu=granted.asu,
-                                  scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None)
+                                  scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None,
+                                  auth_time=None, session_id=None)
     assert await db.read(tokens_repo.by_hash, "q" * 64) is None
 
 

@@ -69,7 +69,8 @@ async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl
     now = int(clock.now())
     session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
                       created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
-                      user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64])
+                      user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64],
+                      authenticated_at=now)
     if not await db.transaction(repo.insert_if_user_unchanged, session, user.password_hash):
         raise errors.LoginFailed()
     return token, session

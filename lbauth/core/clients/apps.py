@@ -11,7 +11,9 @@ from typing import Any
 from lbauth.clock import Clock, iso
 from lbauth.core import scopes, urls
 from lbauth.core.crypto import opaque
+from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.crypto.masterkey import MasterKeys
+from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
@@ -34,8 +36,20 @@ def view(app: App) -> dict[str, Any]:
     """An app as `apps show/list/update` and the console show it: no secret, ever."""
     return {"appId": app.id, "clientId": app.client_id, "name": app.name, "owner": app.owner_email,
             "redirectUris": list(app.redirect_uris), "scopes": list(app.scopes), "webhookUrl": app.webhook_url,
-            "webhookEnabled": app.webhook_disabled_at is None,
+            "webhookEnabled": app.webhook_disabled_at is None, "idTokenAlg": app.id_token_alg,
+            "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
             "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
+
+
+def _id_token_alg(alg: str) -> str:
+    if alg not in ID_TOKEN_ALGS:
+        raise ValidationFailed(f"the ID-token algorithm must be one of {', '.join(ID_TOKEN_ALGS)}")
+    return alg
+
+
+def _post_logout_uris(uris: Sequence[str], policy: AppPolicy) -> list[str]:
+    """OpenID Connect RP-Initiated Logout 1.0 3.1: registered exactly, checked like redirect URIs."""
+    return list(dict.fromkeys(urls.check_redirect_uri(u, development=policy.development) for u in uris))
 
 
 def _redirect_uris(uris: Sequence[str], policy: AppPolicy) -> list[str]:
@@ -54,10 +68,12 @@ def _name(name: str) -> str:
 
 async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPolicy, *, name: str,
                      owner_email: str, redirect_uris: Sequence[str], allowed_scopes: Sequence[str] | None = None,
-                     webhook_url: str | None = None) -> dict[str, Any]:
+                     webhook_url: str | None = None, id_token_alg: str = ID_TOKEN_DEFAULT_ALG,
+                     post_logout_redirect_uris: Sequence[str] = ()) -> dict[str, Any]:
     """Register an app; returns the contract's creation record with both secrets, shown this once."""
     name = _name(name)
     uris = _redirect_uris(redirect_uris, policy)
+    alg, logout_uris = _id_token_alg(id_token_alg), _post_logout_uris(post_logout_redirect_uris, policy)
     allowed = list(scopes.validate(allowed_scopes) if allowed_scopes else scopes.ALL)
     if webhook_url:
         webhook_url = urls.check_webhook_url(webhook_url, development=policy.development)
@@ -73,7 +89,7 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
                         client_secret_hash=opaque.digest(client_secret), redirect_uris=uris, scopes=allowed,
                         webhook_url=webhook_url or None,
                         webhook_secret_sealed=keys.seal(webhook_secret.encode(), webhook_secret_purpose(app_id)),
-                        now=now)
+                        now=now, id_token_alg=alg, post_logout_redirect_uris=logout_uris)
 
     await db.transaction(work)
     return {"appId": app_id, "clientId": client_id, "clientSecret": client_secret, "webhookSecret": webhook_secret,
@@ -93,7 +109,8 @@ async def list_apps(db: Database, owner_id: str | None = None) -> list[dict[str,
 
 async def update_app(db: Database, clock: Clock, policy: AppPolicy, client_id: str, *, name: str | None = None,
                      redirect_uris: Sequence[str] | None = None, allowed_scopes: Sequence[str] | None = None,
-                     webhook_url: str | None = None, enable_webhook: bool = False) -> dict[str, Any]:
+                     webhook_url: str | None = None, enable_webhook: bool = False, id_token_alg: str | None = None,
+                     post_logout_redirect_uris: Sequence[str] | None = None) -> dict[str, Any]:
     """Change what is given; `webhook_url=""` removes the webhook."""
     checked_name = _name(name) if name is not None else None
     uris = _redirect_uris(redirect_uris, policy) if redirect_uris is not None else None
@@ -101,7 +118,10 @@ async def update_app(db: Database, clock: Clock, policy: AppPolicy, client_id: s
     new_url = KEEP if webhook_url is None else \
         urls.check_webhook_url(webhook_url, development=policy.development) if webhook_url else None
     changes = AppChanges(name=checked_name, redirect_uris=uris, scopes=allowed, webhook_url=new_url,
-                         webhook_disabled_at=None if webhook_url is not None or enable_webhook else KEEP)
+                         webhook_disabled_at=None if webhook_url is not None or enable_webhook else KEEP,
+                         id_token_alg=_id_token_alg(id_token_alg) if id_token_alg is not None else None,
+                         post_logout_redirect_uris=_post_logout_uris(post_logout_redirect_uris, policy)
+                         if post_logout_redirect_uris is not None else None)
     return await _change(db, clock, client_id, changes)
 
 

@@ -1,8 +1,12 @@
 """Signing keys (contract section 8): kept in the database with the private part sealed under the
 master key, loaded once into a `KeyRing` of ready key objects ({kid: key}), published as JWKS.
 
-Lifecycle: `staged` (published, not signing) -> `active` (signing; exactly one) -> `retiring`
+Lifecycle: `staged` (published, not signing) -> `active` (signing; one per algorithm) -> `retiring`
 (published, no longer signing) -> `retired` (gone from JWKS once no token it signed can be live).
+
+The ring holds one active key per algorithm in use (contract 8): LBAUTH_SIGNING_ALG's signs access
+tokens, and each algorithm apps choose for their ID tokens (RS256 unless an app chose ES256 or
+EdDSA; an RS256 key exists from the first start) signs those. Rotation works per algorithm.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from lbauth.storage.db import Database
 from lbauth.storage.records import SigningKey
 from lbauth.storage.repo import keys as repo
 
+ID_TOKEN_DEFAULT_ALG = "RS256"  # noqa: S105 - an algorithm's name (contract 15)
 _JWK_CODEC: dict[str, Any] = {"ES256": ECAlgorithm, "RS256": RSAAlgorithm, "EdDSA": OKPAlgorithm}
 # RFC 7638 3.2: the required members of each key type, in lexicographic order.
 _THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "RSA": ("e", "kty", "n"), "OKP": ("crv", "kty", "x")}
@@ -87,22 +92,37 @@ def _jws_header(alg: str, kid: str, typ: str) -> bytes:
 @dataclass(frozen=True)
 class KeyRing:
     """The keys one process signs and verifies with, built once per change of the key table."""
-    signer: Signer | None
+    signers: dict[str, Signer]  # alg -> its active key
+    access_alg: str  # the algorithm access tokens are signed with (see `build`)
     public_keys: dict[str, tuple[str, Any]]  # kid -> (alg, public key object)
     jwks: dict[str, Any]
     version: tuple[tuple[str, str], ...]  # (kid, state) pairs: a change means reload
 
+    @property
+    def signer(self) -> Signer | None:
+        """The access-token key."""
+        return self.signers.get(self.access_alg)
+
     @classmethod
-    def build(cls, keys: list[SigningKey], master_keys: MasterKeys) -> KeyRing:
-        signer = None
+    def build(cls, keys: list[SigningKey], master_keys: MasterKeys, access_alg: str = "ES256") -> KeyRing:
+        """`access_alg`: LBAUTH_SIGNING_ALG. With no active key of that algorithm (the setting changed
+        and no rotation has yet made one), access tokens keep the algorithm of the oldest active key,
+        the one the first start made for them (`lbauth serve` says so: contract 8)."""
+        signers: dict[str, Signer] = {}
         public_keys: dict[str, tuple[str, Any]] = {}
         for key in keys:
             public_keys[key.kid] = (key.alg, _JWK_CODEC[key.alg].from_jwk(key.public_jwk))
             if key.state == "active":
                 pem = master_keys.open(key.private_key_sealed, signing_key_purpose(key.kid))
-                signer = Signer(key.kid, key.alg, serialization.load_pem_private_key(pem, password=None))
+                signers[key.alg] = Signer(key.kid, key.alg, serialization.load_pem_private_key(pem, password=None))
+        if access_alg not in signers:
+            # The first start makes the access key and then the RS256 ID-token key, within the same
+            # second as often as not: on a tie the RS256 one is the ID tokens', not the access key.
+            active = sorted((k for k in keys if k.state == "active"),
+                            key=lambda k: (k.created_at, k.alg == ID_TOKEN_DEFAULT_ALG, k.kid))
+            access_alg = active[0].alg if active else access_alg
         jwks = {"keys": [dict(key.public_jwk) for key in keys]}
-        return cls(signer, public_keys, jwks, tuple((key.kid, key.state) for key in keys))
+        return cls(signers, access_alg, public_keys, jwks, tuple((key.kid, key.state) for key in keys))
 
 
 def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int) -> SigningKey:
@@ -115,11 +135,13 @@ def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int) -> Signing
                       activated_at=now if state == "active" else None, deactivated_at=None, retired_at=None)
 
 
-async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> bool:
-    """Make the first signing key if there is none; True if one was made. Safe when several
-    processes start at once: the schema allows only one active key."""
+async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str, *,
+                            unless_any: bool = False) -> bool:
+    """Make an active key of `alg` if there is none (`unless_any`: only if no key of any algorithm
+    is active); True if one was made. Safe when several processes start at once: the schema allows
+    one active key per algorithm."""
     def has_active(conn: Connection) -> bool:
-        return any(key.state == "active" for key in repo.published(conn))
+        return any(key.state == "active" and (unless_any or key.alg == alg) for key in repo.published(conn))
 
     if await db.read(has_active):
         return False
@@ -136,8 +158,15 @@ async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys,
         return False
 
 
-async def load_keyring(db: Database, master_keys: MasterKeys) -> KeyRing:
-    return KeyRing.build(await db.read(repo.published), master_keys)
+async def ensure_keys(db: Database, clock: Clock, master_keys: MasterKeys, access_alg: str) -> None:
+    """At start: the access-token key (LBAUTH_SIGNING_ALG's, on a new database) and an RS256 key,
+    the ID tokens' default (contract 8)."""
+    await ensure_active_key(db, clock, master_keys, access_alg, unless_any=True)
+    await ensure_active_key(db, clock, master_keys, ID_TOKEN_DEFAULT_ALG)
+
+
+async def load_keyring(db: Database, master_keys: MasterKeys, access_alg: str = "ES256") -> KeyRing:
+    return KeyRing.build(await db.read(repo.published), master_keys, access_alg)
 
 
 def key_view(key: SigningKey) -> dict[str, Any]:
@@ -165,28 +194,34 @@ class RotationRefused(Exception):
 
 
 async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> dict[str, Any]:
-    """Step 1: a new key, published in the JWKS but not signing yet."""
+    """Step 1: a new key of `alg`, published in the JWKS but not signing yet."""
     key = _new_key(alg, "staged", master_keys, int(clock.now()))
 
     def work(conn: Connection) -> None:
-        if any(k.state == "staged" for k in repo.published(conn)):
-            raise RotationRefused("a key is already staged; promote it or retire it first")
+        if any(k.state == "staged" and k.alg == alg for k in repo.published(conn)):
+            raise RotationRefused(f"an {alg} key is already staged; promote it or retire it first")
         repo.insert_key(conn, key)
     await db.transaction(work)
     return {"kid": key.kid, "alg": alg, "state": "staged", "createdAt": iso(key.created_at)}
 
 
-async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, grace: int = DEFAULT_GRACE_SECONDS,
-                      force: bool = False) -> dict[str, Any]:
-    """Step 2: the staged key (or, to roll back, a retiring one) starts signing; the active key
-    becomes `retiring`: still published, so every token it signed keeps verifying."""
+async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, alg: str | None = None,
+                      grace: int = DEFAULT_GRACE_SECONDS, force: bool = False) -> dict[str, Any]:
+    """Step 2: the staged key (or, to roll back, a retiring one) starts signing; the active key of
+    its algorithm becomes `retiring`: still published, so every token it signed keeps verifying.
+    With keys of several algorithms staged, `alg` or `kid` says which."""
     now = int(clock.now())
 
     def work(conn: Connection) -> dict[str, Any]:
         keys = {k.kid: k for k in repo.all_keys(conn)}
-        target = keys.get(kid) if kid else next((r for r in keys.values() if r.state == "staged"), None)
+        staged = [k for k in keys.values() if k.state == "staged" and (alg is None or k.alg == alg)]
+        if not kid and len(staged) > 1:
+            raise RotationRefused(f"keys of {', '.join(sorted(k.alg for k in staged))} are staged; "
+                                  "say which with --alg")
+        target = keys.get(kid) if kid else (staged[0] if staged else None)
         if target is None or target.state not in ("staged", "retiring"):
-            raise RotationRefused("no staged key to promote (stage one first)" if not kid
+            raise RotationRefused(("no staged key to promote (stage one first)" if alg is None
+                                   else f"no staged {alg} key to promote (stage one first)") if not kid
                                   else f"key {kid} is not staged or retiring")
         published_for = now - target.created_at
         if target.state == "staged" and published_for < grace and not force:
@@ -194,17 +229,18 @@ async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, gra
                 f"key {target.kid} has been published for {published_for} s; verifiers may still hold a JWKS "
                 f"without it for up to {grace} s. Wait {grace - published_for} s more, or pass --force.")
         for key in keys.values():
-            if key.state == "active":
+            if key.state == "active" and key.alg == target.alg:
                 repo.deactivate(conn, key.kid, now)
         repo.activate(conn, target.kid, now)
-        return {"kid": target.kid, "state": "active", "activatedAt": iso(now)}
+        return {"kid": target.kid, "alg": target.alg, "state": "active", "activatedAt": iso(now)}
     return await db.transaction(work)
 
 
 def retire_after(key: SigningKey, access_ttl: int, leeway: int = VERIFIER_MAX_LEEWAY) -> int:
     """When no token this key signed can still be live anywhere: the last one was signed at most a
-    reload interval after it stopped signing, lives access_ttl, and may be accepted with the
-    verifiers' clock leeway (60 s at most with lbauth.verify)."""
+    reload interval after it stopped signing, lives `access_ttl` (callers pass the longest lifetime
+    of what keys sign: access tokens and ID tokens), and may be accepted with the verifiers' clock
+    leeway (60 s at most with lbauth.verify)."""
     return (key.deactivated_at or 0) + SERVER_RELOAD_SECONDS + access_ttl + leeway
 
 

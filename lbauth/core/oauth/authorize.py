@@ -29,7 +29,7 @@ from lbauth.errors import (
 )
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import App
+from lbauth.storage.records import App, OpenIdDetails
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -134,7 +134,7 @@ def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, chall
     a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5)."""
     if not isinstance(scope, list) or not all(isinstance(s, str) for s in scope):
         raise ValidationFailed("scope must be an array of strings")
-    requested = scopes.validate(scope)
+    requested = scopes.requested(scope)
     if not requested:
         raise ScopeInvalid("At least one scope is required.")
     _check_allowed(app, requested)
@@ -179,12 +179,13 @@ async def grant_covers(db: Database, user_id: str, request: AuthorizationRequest
 
 
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
-           ttl: int) -> None:
+           ttl: int, openid: OpenIdDetails | None) -> None:
     app_id = request.app.id
     # Usually the user already has a live grant: the code is issued under it in one statement.
     issued = codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=app_id, code_hash=code_hash,
                                                redirect_uri=request.redirect_uri, scopes=list(request.scopes),
-                                               challenge=request.code_challenge, now=now, expires_at=now + ttl)
+                                               challenge=request.code_challenge, now=now, expires_at=now + ttl,
+                                               openid=openid)
     if issued is not None:
         held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
@@ -202,15 +203,17 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
         grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, now=now)
     codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                            redirect_uri=request.redirect_uri, scopes=list(request.scopes),
-                           code_challenge=request.code_challenge, now=now, expires_at=now + ttl)
+                           code_challenge=request.code_challenge, now=now, expires_at=now + ttl, openid=openid)
 
 
-async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int) -> str:
-    """After consent: create or extend the grant, then issue a code for the requested scopes."""
+async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int,
+                     openid: OpenIdDetails | None = None) -> str:
+    """After consent: create or extend the grant, then issue a code for the requested scopes (for an
+    OpenID request, remembering what its ID token will say: contract 15)."""
     code = opaque.new_secret(opaque.CODE)
     for attempt in range(3):
         try:
-            await db.transaction(_issue, request, user_id, opaque.digest(code), int(clock.now()), ttl)
+            await db.transaction(_issue, request, user_id, opaque.digest(code), int(clock.now()), ttl, openid)
             return code
         except Duplicate:
             # A concurrent approval created the grant or subject first: run again and extend it.
@@ -218,3 +221,8 @@ async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, 
                 raise
     raise AssertionError("unreachable")
 
+
+
+async def subject_of(db: Database, user_id: str, app_id: str) -> str | None:
+    """The user's appScopedUserId for the app, if one was made (an ID token hint names it)."""
+    return await db.read(grants_repo.subject, user_id, app_id)

@@ -20,6 +20,7 @@ from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
 from lbauth.core.oauth.revocation import KEEP_PAST_EXPIRY, CheckList, refresh_checklist
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti, pkce_challenge
+from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
@@ -36,8 +37,9 @@ class GrantType(ABC, Generic[RequestT]):
     grant_type: ClassVar[str]
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens,
-                 checklist: CheckList) -> None:
+                 checklist: CheckList, id_tokens: IdTokens) -> None:
         self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
+        self.id_tokens = id_tokens
 
     @abstractmethod
     def parse(self, params: Mapping[str, str]) -> RequestT:
@@ -96,7 +98,12 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
                                                  lambda: self._live(opaque.digest(refresh_token)))
         access_token = self.tokens.mint(user_id=claimed.user_id, client_id=client.client_id, scopes=granted,
                                         grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at)
-        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted)
+        id_token = None
+        if claimed.id_token_alg is not None and claimed.auth_time is not None:  # an OpenID request's code
+            id_token = await self.id_tokens.mint(
+                alg=claimed.id_token_alg, client_id=client.client_id, asu=claimed.asu, auth_time=claimed.auth_time,
+                nonce=claimed.nonce, session_id=claimed.session_id, access_token=access_token, now=issued_at)
+        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)
 
 
 def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: CodeRequest, now: int,
@@ -166,4 +173,10 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
         issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(row.token_hash))
         access_token = self.tokens.mint(user_id=row.user_id, client_id=client.client_id, scopes=granted,
                                         grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at)
-        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted)
+        id_token = None
+        if row.auth_time is not None and "openid" in granted:
+            # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce.
+            id_token = await self.id_tokens.mint(
+                alg=row.id_token_alg, client_id=client.client_id, asu=row.asu, auth_time=row.auth_time, nonce=None,
+                session_id=row.session_id, access_token=access_token, now=issued_at)
+        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)

@@ -25,15 +25,22 @@ class TokenSet:
     refresh_token: str
     expires_in: int
     scopes: tuple[str, ...]
+    id_token: str | None = None  # an OpenID grant's (contract 15)
 
     def envelope_data(self) -> dict[str, Any]:
-        return {"accessToken": self.access_token, "refreshToken": self.refresh_token, "tokenType": "Bearer",
+        data = {"accessToken": self.access_token, "refreshToken": self.refresh_token, "tokenType": "Bearer",
                 "expiresIn": self.expires_in, "scope": list(self.scopes)}
+        if self.id_token is not None:
+            data["idToken"] = self.id_token
+        return data
 
     def rfc6749(self) -> dict[str, Any]:
-        """RFC 6749 5.1."""
-        return {"access_token": self.access_token, "token_type": "Bearer", "expires_in": self.expires_in,
-                "refresh_token": self.refresh_token, "scope": " ".join(self.scopes)}
+        """RFC 6749 5.1; OpenID Connect Core 3.1.3.3 adds `id_token`."""
+        response = {"access_token": self.access_token, "token_type": "Bearer", "expires_in": self.expires_in,
+                    "refresh_token": self.refresh_token, "scope": " ".join(self.scopes)}
+        if self.id_token is not None:
+            response["id_token"] = self.id_token
+        return response
 
 
 class AccessTokens:

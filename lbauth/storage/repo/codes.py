@@ -10,7 +10,7 @@ from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, 
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
-from lbauth.storage.records import ClaimedCode, Code, CodeGrant
+from lbauth.storage.records import ClaimedCode, Code, CodeGrant, OpenIdDetails
 from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
@@ -32,32 +32,35 @@ _CLAIM = shaped(ClaimedCode,
                        codes.c.redirect_uri == _REDIRECT_URI, codes.c.code_challenge.is_not_distinct_from(_CHALLENGE),
                        codes.c.used_at.is_(None), codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
                 .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
-                .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes))
+                .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes,
+                           codes.c.id_token_alg, codes.c.nonce, codes.c.auth_time, codes.c.session_id))
 
-# PostgreSQL: claim and store the refresh token in one statement (a data-modifying CTE), one
-# round trip. SQLite has no data-modifying CTEs: there the claim's RETURNING row feeds an insert.
+# PostgreSQL: claim and store the refresh token in one statement (data-modifying CTEs), one round
+# trip; both run to completion whatever the outer SELECT reads. SQLite has no data-modifying CTEs:
+# there the claim's RETURNING row feeds an insert.
 _CLAIMED = _CLAIM.cte("claimed")
-_REDEEM_IN_ONE = shaped(
-    ClaimedCode,
-    insert(refresh_tokens)
-    .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
-                  "expires_at"],
-                 select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
-                        _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
-                        bindparam("p_refresh_expires_at", type_=BigInteger)))
-    .add_cte(_CLAIMED, nest_here=True)
-    .returning(refresh_tokens.c.app_id, refresh_tokens.c.user_id, refresh_tokens.c.grant_id, refresh_tokens.c.asu,
-               refresh_tokens.c.scopes))
+_STORED = (insert(refresh_tokens)
+           .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
+                         "expires_at", "auth_time", "session_id"],
+                        select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
+                               _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
+                               bindparam("p_refresh_expires_at", type_=BigInteger), _CLAIMED.c.auth_time,
+                               _CLAIMED.c.session_id))
+           .returning(refresh_tokens.c.token_hash)
+           .cte("stored"))
+_REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
 _STORE = insert(refresh_tokens)
 
 _FROM_GRANT = shaped(
     CodeGrant,
     insert(codes)
     .from_select(["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
-                  "created_at", "expires_at"],
+                  "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id"],
                  select(_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
                         bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW,
-                        bindparam("p_expires_at", type_=BigInteger))
+                        bindparam("p_expires_at", type_=BigInteger), bindparam("p_id_token_alg", type_=String),
+                        bindparam("p_nonce", type_=String), bindparam("p_auth_time", type_=BigInteger),
+                        bindparam("p_session_id", type_=String))
                  .join_from(grants, subjects,
                             (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
                  .join(users, users.c.id == grants.c.user_id)
@@ -75,20 +78,30 @@ _FROM_GRANT = shaped(
 
 
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
-                redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int) -> None:
+                redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int,
+                openid: OpenIdDetails | None = None) -> None:
     conn.execute(insert(codes).values(code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                                       redirect_uri=redirect_uri, scopes=scopes, code_challenge=code_challenge,
-                                      created_at=now, expires_at=expires_at))
+                                      created_at=now, expires_at=expires_at, **_openid_values(openid)))
+
+
+def _openid_values(openid: OpenIdDetails | None) -> dict[str, object]:
+    if openid is None:
+        return {"id_token_alg": None, "nonce": None, "auth_time": None, "session_id": None}
+    return {"id_token_alg": openid.id_token_alg, "nonce": openid.nonce, "auth_time": openid.auth_time,
+            "session_id": openid.session_id}
 
 
 def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
-                           scopes: list[str], challenge: str | None, now: int, expires_at: int) -> CodeGrant | None:
+                           scopes: list[str], challenge: str | None, now: int, expires_at: int,
+                           openid: OpenIdDetails | None = None) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one) or the user is
     disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
     row = conn.execute(_FROM_GRANT, {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash,
                                      "p_redirect_uri": redirect_uri, "p_scopes": scopes, "p_challenge": challenge,
-                                     "p_now": now, "p_expires_at": expires_at}).first()
+                                     "p_now": now, "p_expires_at": expires_at,
+                                     **{f"p_{k}": v for k, v in _openid_values(openid).items()}}).first()
     return CodeGrant(*row) if row is not None else None
 
 
@@ -110,7 +123,8 @@ def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_ha
     claimed = ClaimedCode(*row)
     conn.execute(_STORE, {"token_hash": refresh_hash, "app_id": claimed.app_id, "user_id": claimed.user_id,
                           "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
-                          "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at})
+                          "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at,
+                          "auth_time": claimed.auth_time, "session_id": claimed.session_id})
     return claimed
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from sqlalchemy import Connection, bindparam, select, update
 
 from lbauth.storage.models import apps, refresh_tokens
-from lbauth.storage.records import RefreshToken
+from lbauth.storage.records import ClientRefreshToken, RefreshToken
 from lbauth.storage.repo import shaped
 
 # The refresh hot path in one statement: the token, if the client presenting it is its app and
 # the secret's digest is right (matched like the token's own digest). Built once: see repo/codes.py.
-_FOR_CLIENT = shaped(RefreshToken, select(refresh_tokens).join(apps, apps.c.id == refresh_tokens.c.app_id)
+_FOR_CLIENT = shaped(ClientRefreshToken, select(refresh_tokens, apps.c.id_token_alg)
+                     .join(apps, apps.c.id == refresh_tokens.c.app_id)
                      .where(refresh_tokens.c.token_hash == bindparam("token_hash"),
                             apps.c.client_id == bindparam("client_id"),
                             apps.c.client_secret_hash == bindparam("client_secret_hash")))
@@ -23,10 +24,11 @@ def by_hash(conn: Connection, token_hash: str) -> RefreshToken | None:
     return RefreshToken(*row) if row is not None else None
 
 
-def for_client(conn: Connection, token_hash: str, client_id: str, client_secret_hash: str) -> RefreshToken | None:
+def for_client(conn: Connection, token_hash: str, client_id: str,
+               client_secret_hash: str) -> ClientRefreshToken | None:
     row = conn.execute(_FOR_CLIENT, {"token_hash": token_hash, "client_id": client_id,
                                      "client_secret_hash": client_secret_hash}).first()
-    return RefreshToken(*row) if row is not None else None
+    return ClientRefreshToken(*row) if row is not None else None
 
 
 def revoke_one(conn: Connection, token_hash: str, now: int) -> None:

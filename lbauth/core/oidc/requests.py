@@ -1,0 +1,62 @@
+"""The OpenID parameters of an authorization request (OpenID Connect Core 3.1.2.1; contract 15):
+nonce, prompt, max_age, login_hint, id_token_hint; the ignored and the refused ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lbauth import errors
+from lbauth.storage.records import App, OpenIdDetails, Session
+
+MAX_NONCE_LENGTH = 512
+PROMPTS = frozenset({"none", "login", "consent", "select_account"})
+# Accepted and ignored (contract 15); `request` and `request_uri` are refused (RFC 9101).
+IGNORED = ("display", "ui_locales", "claims_locales", "acr_values")
+PARAMETERS = ("nonce", "prompt", "max_age", "login_hint", "id_token_hint", *IGNORED)
+
+
+@dataclass(frozen=True)
+class OpenIdParameters:
+    nonce: str | None
+    prompt: frozenset[str]
+    max_age: int | None
+    login_hint: str | None
+    id_token_hint: str | None
+
+
+def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
+    values = params.get(name)
+    return values[0] if values else None
+
+
+def parse(params: Mapping[str, Sequence[str]]) -> OpenIdParameters:
+    """The OpenID parameters of a request whose scope holds `openid` (each at most once: the
+    caller has refused repeats); errors are redirectable (`invalid_request` and the two above)."""
+    if _one(params, "request") is not None:
+        raise errors.RequestNotSupported()
+    if _one(params, "request_uri") is not None:
+        raise errors.RequestUriNotSupported()
+    nonce = _one(params, "nonce") or None
+    if nonce is not None and len(nonce) > MAX_NONCE_LENGTH:
+        raise errors.ValidationFailed(f"nonce must be at most {MAX_NONCE_LENGTH} characters")
+    prompt = frozenset((_one(params, "prompt") or "").split())
+    if not prompt <= PROMPTS:
+        raise errors.ValidationFailed(f"prompt must be among: {', '.join(sorted(PROMPTS))}")
+    if "none" in prompt and len(prompt) > 1:
+        raise errors.ValidationFailed("prompt=none cannot be combined with another prompt value")
+    raw_max_age = _one(params, "max_age")
+    max_age = None
+    if raw_max_age not in (None, ""):
+        if not raw_max_age.isdigit() or len(raw_max_age) > 10:
+            raise errors.ValidationFailed("max_age must be a whole number of seconds")
+        max_age = int(raw_max_age)
+    login_hint = (_one(params, "login_hint") or "")[:320] or None
+    return OpenIdParameters(nonce, prompt, max_age, login_hint, _one(params, "id_token_hint") or None)
+
+
+def id_token_details(app: App, session: Session, nonce: str | None) -> OpenIdDetails:
+    """What the code remembers for its ID token: the app's algorithm at this moment, the sign-in
+    of the session that approved, and the nonce."""
+    return OpenIdDetails(id_token_alg=app.id_token_alg, nonce=nonce, auth_time=session.authenticated_at,
+                         session_id=session.id)
