@@ -207,8 +207,8 @@ async def test_chromium_on_another_origin_exchanges_a_code_with_basic_auth(serve
                 await chromium.close()
     finally:
         logging.getLogger("lbauth.access").removeHandler(access_log)
-    assert result == {
-        "origin": spa_origin, "issuer": server.settings.issuer, "keys": 1, "status": 200, "tokenType": "Bearer",
+    assert result == {  # keys: the access-token key and the RS256 ID-token key (contract 8)
+        "origin": spa_origin, "issuer": server.settings.issuer, "keys": 2, "status": 200, "tokenType": "Bearer",
         "refreshed": True, "refusedStatus": 401, "refusal": "invalid_client", "revokeStatus": 200, "revoked": {},
         "feedItems": 1, "me": "TypeError"}  # the user-token API stays closed to other origins
     # Chromium did ask first: the Authorization header makes these preflighted requests.

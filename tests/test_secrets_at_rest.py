@@ -51,7 +51,7 @@ async def test_no_plaintext_secret_in_any_row(server):
     assert any(cell.startswith("$argon2id$") for cell in cells)
     assert "PRIVATE KEY" not in blob
     sealed = [cell for cell in cells if cell.startswith("mk1.")]
-    assert len(sealed) == 2  # the webhook secret and the signing key
+    assert len(sealed) == 3  # the webhook secret, the access-token key and the RS256 ID-token key (contract 8)
 
 
 async def test_sealed_secrets_open_only_with_the_master_key(server):
