@@ -21,12 +21,24 @@ import asyncio
 import base64
 import json
 from typing import Any
+from urllib.parse import quote, unquote, urlencode
 
+import jwt
 import pytest
+from jwt import PyJWKSet
 from tornado.httputil import HTTPHeaders
 
 from tests.client import Response
-from tests.flow_helpers import PageSession, Setup, full_setup, tokens_for
+from tests.flow_helpers import (
+    PageSession,
+    Setup,
+    exchange,
+    front_params,
+    full_setup,
+    oauth_url,
+    redirect_query,
+    tokens_for,
+)
 
 TIMEOUT = 1.0  # seconds, per request: the guard against hangs
 MB = 1024 * 1024
@@ -538,4 +550,95 @@ async def test_unknown_methods_are_405(server, method):
         assert_refused(r, path, 405)
         if kind_of(path) == "envelope":
             assert_refused(r, path, 405, "request.method_not_allowed")
+    await assert_healthy(server)
+
+
+# ---- OpenID Connect's parameters (contract 15) ---------------------------------------------------------
+
+OPENID_PARAMETERS = ("prompt", "max_age", "login_hint", "id_token_hint", "nonce", "display", "ui_locales",
+                     "claims_locales", "acr_values", "claims", "request", "request_uri", "registration",
+                     "response_mode")
+# Percent-encoded as a client would put them on the wire; the last three are not UTF-8 text at all.
+HOSTILE_TEXT = ("", " ", "x" * 4000, "<script>alert(1)</script>", "\r\nSet-Cookie: pwned=1", "' OR '1'='1",
+                "../../../etc/passwd", "-1", "1e309", "9" * 40, "NaN", "0x10", "é✓𝄞", "{}", "a.b.c",
+                "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", "a\x00b")
+HOSTILE_WIRE = tuple(quote(v, safe="") for v in HOSTILE_TEXT) + ("%ED%A0%80", "%FF", "%C0%AF")
+AUTHORIZATION_ERRORS = {"invalid_request", "login_required", "consent_required", "interaction_required",
+                        "account_selection_required", "request_not_supported", "request_uri_not_supported",
+                        "invalid_scope", "registration_not_supported"}
+
+
+async def test_openid_parameters_with_hostile_values(server, setup):
+    """Every OpenID parameter of the authorization endpoint, by GET and by a relying party's form
+    POST, with values no relying party should send: a redirect to the registered URI (a code, or an
+    OpenID error with the request's state), or an error page, never a 5xx, within 1 s; no header
+    injection; no markup echoed; and a code's ID token is signed (never `alg: none`) and carries the
+    nonce exactly as sent."""
+    browser = PageSession(server)
+    page = await browser.open_logged_in(
+        oauth_url(front_params(setup.client_id, setup.redirect_uri, scope="openid profile email")),
+        setup.user["email"], setup.user["password"])
+    await browser.decide(page, "approve")  # a grant that covers every request below
+    base = urlencode(front_params(setup.client_id, setup.redirect_uri, scope="openid profile email"))
+    jwks = PyJWKSet.from_dict((await server.client.get("/.well-known/jwks.json")).json)
+    outcomes: set[str] = set()
+    for name in OPENID_PARAMETERS:
+        for wire in HOSTILE_WIRE:
+            query = f"{base}&{name}={wire}" + ("" if name == "prompt" else "&prompt=none")
+            for method in ("GET", "POST"):
+                cookie = browser._cookie_header(server.url + "/oauth/")
+                if method == "GET":
+                    r = await send(server, "GET", f"/oauth/?{query}", headers={"Cookie": cookie})
+                else:
+                    r = await send(server, "POST", "/oauth/", query, FORM, headers={"Cookie": cookie})
+                what = (method, name, wire[:40], r.status)
+                assert r.status < 500 and "Traceback" not in r.text, what
+                assert "Set-Cookie: pwned" not in str(r.headers) and "pwned" not in r.headers.get("Location", ""), what
+                if r.status in (302, 303):
+                    answer = redirect_query(r.headers["Location"], setup.redirect_uri)
+                    assert answer["state"] == ["st-front"], what
+                    if "error" in answer:
+                        assert answer["error"][0] in AUTHORIZATION_ERRORS, (what, answer)
+                        outcomes.add("error")
+                        continue
+                    tokens = await exchange(server, answer["code"][0], setup.redirect_uri, setup.client_id,
+                                            setup.client_secret)
+                    assert tokens.status == 200, (what, tokens.text)
+                    id_token = tokens.data["idToken"]
+                    header = jwt.get_unverified_header(id_token)
+                    assert header["alg"] in ("RS256", "ES256", "EdDSA"), (what, header)
+                    claims = jwt.decode(id_token, jwks[header["kid"]].key, algorithms=[header["alg"]],
+                                        audience=setup.client_id,  # the server's clock is the test's
+                                        options={"verify_iat": False, "verify_exp": False, "verify_nbf": False})
+                    if name == "nonce" and wire:
+                        assert claims["nonce"] == unquote(wire, errors="strict"), what
+                    else:  # a parameter without a value is as if omitted (OpenID Connect Core 3.1.2.1)
+                        assert "nonce" not in claims, what
+                    outcomes.add("code")
+                else:
+                    assert_refused(r, "/oauth/", 400)
+                    assert "<script>alert" not in r.text, what
+                    outcomes.add("page")
+    assert outcomes == {"code", "error", "page"}, outcomes  # every kind of answer was met and checked
+    await assert_healthy(server)
+
+
+async def test_logout_and_userinfo_with_hostile_values(server, setup):
+    """RP-initiated logout's parameters and UserInfo's token: never a 5xx, never a redirect to a URI
+    the app did not register, RFC 6750 errors from UserInfo."""
+    for name in ("id_token_hint", "client_id", "post_logout_redirect_uri", "state", "logout_hint", "ui_locales"):
+        for wire in HOSTILE_WIRE:
+            query = f"{name}={wire}"
+            for method in ("GET", "POST"):
+                r = (await send(server, "GET", f"/oauth/logout?{query}") if method == "GET"
+                     else await send(server, "POST", "/oauth/logout", query, FORM))
+                what = (method, name, wire[:40], r.status)
+                assert r.status < 500 and "Traceback" not in r.text, what
+                assert r.status in (200, 400), what  # the signed-out page, or an error page: no app is known
+                assert r.headers.get("Location") is None and "<script>alert" not in r.text, what
+    for wire in HOSTILE_WIRE:
+        r = await send(server, "POST", "/oauth/userinfo", f"access_token={wire}", FORM)
+        assert r.status in (400, 401), (wire[:40], r.status, r.text[:200])
+        assert r.json["error"] in ("invalid_request", "invalid_token"), (wire[:40], r.text[:200])
+        assert r.headers["WWW-Authenticate"].startswith("Bearer"), wire[:40]
     await assert_healthy(server)

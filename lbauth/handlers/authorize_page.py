@@ -38,8 +38,7 @@ class AuthorizePage(PageHandler):
         return error.page_status or error.status
 
     async def get(self) -> None:
-        params = {name: [v.decode("utf-8", "replace") for v in values]
-                  for name, values in self.request.query_arguments.items()}
+        params = self.query_lists()
         await self.handle(params, decision=None)
 
     async def post(self) -> None:

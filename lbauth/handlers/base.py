@@ -200,6 +200,15 @@ class BaseHandler(tornado.web.RequestHandler):
             raise ValidationFailed("The body has too many fields.") from None
         return single_values(pairs, lists)
 
+    def query_lists(self) -> dict[str, list[str]]:
+        """The query string's parameters, each with all its values, decoded strictly: a value that is
+        not UTF-8 is refused (contract 3), never passed on with replacement characters (a `nonce`
+        would then come back altered in the ID token)."""
+        try:
+            return {name: [value.decode("utf-8") for value in values]
+                    for name, values in self.request.query_arguments.items()}
+        except UnicodeDecodeError:
+            raise ValidationFailed("The query string is not valid UTF-8.") from None
 
     def bearer_token(self) -> str:
         """The token of `Authorization: Bearer <token>` (RFC 6750 2.1; the header form only)."""

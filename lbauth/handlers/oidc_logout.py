@@ -14,8 +14,7 @@ _CONFIRM = "confirm"  # the confirmation form's field: present only in lbauth's 
 class LogoutEndpoint(PageHandler):
 
     async def get(self) -> None:
-        params = {name: [v.decode("utf-8", "replace") for v in values]
-                  for name, values in self.request.query_arguments.items()}
+        params = self.query_lists()
         await self.handle(params, status=302)
 
     async def post(self) -> None:
