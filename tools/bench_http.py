@@ -37,10 +37,12 @@ from lbauth.settings import load as load_settings
 from lbauth.storage import migrate
 from lbauth.storage.db import open_database
 from lbauth.storage.models import authorization_codes, grants, subjects
+from lbauth.storage.records import OpenIdDetails
 from lbauth.storage.repo import users as users_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIRECT = "https://bench.example/cb"
+OPENID_SCOPES = ["openid", "profile", "email", "userinfo"]  # an OpenID grant: its exchange signs an ID token
 
 CEILING_SERVER = r"""
 import os, socket, sys, asyncio
@@ -271,27 +273,33 @@ class Deployment:
                                         name="Bench", owner_email=email, redirect_uris=[REDIRECT])
             session = await accounts.sign_in(db, clock, 86400, email, "bench-password")
             row = await authorize.load_client(db, app["clientId"], REDIRECT)
-            request = authorize.check_api_request(row, REDIRECT, ["userinfo"], None, None, None)
+            request = authorize.check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id
-            await authorize.issue_code(db, clock, request, user_id, 3600)
+            now = int(time.time())
+            await authorize.issue_code(db, clock, request, user_id, 3600,
+                                       OpenIdDetails("RS256", None, now, session.session_id))
             grant_id, asu = await db.read(lambda c: c.execute(
                 select(grants.c.id, subjects.c.asu).join(subjects, subjects.c.user_id == grants.c.user_id)
                 .where(grants.c.user_id == user_id)).one())
-            now = int(time.time())
-            threads = []
-            for _ in range(2):
-                plain = [opaque.new_secret(opaque.CODE) for _n in range(codes_per_thread)]
-                rows = [dict(code_hash=opaque.digest(c), app_id=row.id, user_id=user_id, grant_id=grant_id, asu=asu,
-                             redirect_uri=REDIRECT, scopes=["userinfo"], code_challenge=None, created_at=now,
-                             expires_at=now + 3600) for c in plain]
-                for start in range(0, len(rows), 5000):
-                    chunk = rows[start:start + 5000]
-                    await db.transaction(lambda c, chunk=chunk: c.execute(insert(authorization_codes), chunk))
-                threads.append(plain)
+            codes: dict[str, list[list[str]]] = {"plain": [], "RS256": [], "ES256": []}
+            openid = {"scopes": OPENID_SCOPES, "nonce": "bench-nonce", "auth_time": now,
+                      "session_id": session.session_id}
+            for kind, extra in (("plain", {"scopes": ["userinfo"]}), ("RS256", {**openid, "id_token_alg": "RS256"}),
+                                ("ES256", {**openid, "id_token_alg": "ES256"})):
+                for _ in range(2):
+                    plain = [opaque.new_secret(opaque.CODE) for _n in range(codes_per_thread)]
+                    rows = [dict(code_hash=opaque.digest(c), app_id=row.id, user_id=user_id, grant_id=grant_id,
+                                 asu=asu, redirect_uri=REDIRECT, code_challenge=None, created_at=now,
+                                 expires_at=now + 3600, **extra) for c in plain]
+                    for start in range(0, len(rows), 5000):
+                        chunk = rows[start:start + 5000]
+                        await db.transaction(lambda c, chunk=chunk: c.execute(insert(authorization_codes), chunk))
+                    codes[kind].append(plain)
         finally:
             await db.close()
         return {"client_id": app["clientId"], "client_secret": app["clientSecret"], "user_token": session.token,
-                "codes": threads, "app_id": row.id}
+                "codes": codes["plain"], "openid_codes": codes["RS256"], "openid_es256_codes": codes["ES256"],
+                "app_id": row.id}
 
 
 def token_set(url: str, seed: dict) -> dict:
@@ -315,8 +323,12 @@ def endpoint_runs(wrk: str, deployment: Deployment, seed: dict, seconds: int, sc
     credentials = urlencode({"redirect_uri": REDIRECT, "client_id": seed["client_id"],
                              "client_secret": seed["client_secret"]})
     codes_file = scripts / f"codes-{deployment.backend}"
-    for i, codes in enumerate(seed["codes"]):
-        Path(f"{codes_file}.{i}").write_text("\n".join(codes) + "\n")
+    openid_codes_file = scripts / f"openid-codes-{deployment.backend}"
+    es256_codes_file = scripts / f"openid-es256-codes-{deployment.backend}"
+    for name, threads in ((codes_file, seed["codes"]), (openid_codes_file, seed["openid_codes"]),
+                          (es256_codes_file, seed["openid_es256_codes"])):
+        for i, codes in enumerate(threads):
+            Path(f"{name}.{i}").write_text("\n".join(codes) + "\n")
 
     def script(name: str, lua: str, **globals_: str) -> str:
         head = "".join(f'{k} = {json.dumps(v)}\n' for k, v in globals_.items())
@@ -335,6 +347,12 @@ end
     runs = {
         "code_exchange": run_wrk(wrk, url, seconds, 32, script("exchange", EXCHANGE_LUA, args_tail=credentials),
                                  [str(codes_file)]),
+        "openid_code_exchange": run_wrk(wrk, url, seconds, 32, script("exchange", EXCHANGE_LUA,
+                                                                      args_tail=credentials),
+                                        [str(openid_codes_file)]),
+        "openid_code_exchange_es256": run_wrk(wrk, url, seconds, 32, script("exchange", EXCHANGE_LUA,
+                                                                            args_tail=credentials),
+                                              [str(es256_codes_file)]),
         "refresh": run_wrk(wrk, url, seconds, 32, script(
             "refresh", "headers = {['Content-Type'] = 'application/x-www-form-urlencoded'}\n" + static,
             method="POST", path="/api/oauth/token/refresh", body=refresh_body)),
@@ -437,13 +455,21 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         _, n_refresh = await call("POST", "/api/oauth/token/refresh", urlencode(refresh).encode(),
                                   {"Content-Type": "application/x-www-form-urlencoded"})
         _, n_me = await call("GET", "/api/auth/me", None, {"Authorization": f"Bearer {tokens['accessToken']}"})
+        openid_body = json.dumps({"clientId": app["clientId"], "redirectUri": REDIRECT, "scope": OPENID_SCOPES,
+                                  "nonce": "n"}).encode()
+        await call("POST", "/api/oauth/authorize/external", openid_body, auth_headers)  # extends the grant
+        data, _ = await call("POST", "/api/oauth/authorize/external", openid_body, auth_headers)
+        openid_tokens, n_openid_exchange = await call("POST", "/api/oauth/token/code", urlencode(
+            {**form, "code": data["code"]}).encode(), {"Content-Type": "application/x-www-form-urlencoded"})
+        assert openid_tokens.get("idToken"), "an OpenID exchange answers an ID token"
         before = db.statements
         running.services.tokens.check(tokens["accessToken"])
         n_verify = db.statements - before
     finally:
         client.close()
         await running.stop()
-    return {"authorize": n_authorize, "code_exchange": n_exchange, "refresh": n_refresh, "me": n_me,
+    return {"authorize": n_authorize, "code_exchange": n_exchange, "openid_code_exchange": n_openid_exchange,
+            "refresh": n_refresh, "me": n_me,
             "verify": n_verify, "full_flow": n_authorize + n_exchange + n_me}
 
 
@@ -473,7 +499,8 @@ def run(quick: bool, workers: int, backends: list[str], pg_url: str) -> dict:
                 statements[backend] = asyncio.run(statements_per_request(deployment.database_url, data_dir))
             finally:
                 asyncio.run(deployment.drop_database())
-    for key, name in (("code_exchange_rps", "code_exchange"), ("refresh_rps", "refresh"), ("me_rps", "me"),
+    for key, name in (("code_exchange_rps", "code_exchange"), ("openid_code_exchange_rps", "openid_code_exchange"),
+                      ("refresh_rps", "refresh"), ("me_rps", "me"),
                       ("authorize_rps", "authorize")):
         results[key] = {b: per_backend[b][name]["rps"] for b in per_backend}
     results["full_flow_rps"] = {b: per_backend[b]["full_flow"]["flows_per_s"] for b in per_backend}
