@@ -81,9 +81,9 @@ class App(Base):
     """A registered client application (spec section 1, contract section 2)."""
     __tablename__ = "apps"
     id: Mapped[str] = mapped_column(Id, primary_key=True)  # app_...
-    client_id: Mapped[str] = mapped_column(String(64), unique=True)
+    client_id: Mapped[str] = mapped_column(String(2048), unique=True)  # cid_..., or a metadata document's URL
     name: Mapped[str] = mapped_column(String(200))
-    owner_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)
+    owner_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"), index=True)  # None: registered by the client
     client_secret_hash: Mapped[str] = mapped_column(Digest)
     redirect_uris: Mapped[list[str]] = mapped_column(JSON)
     scopes: Mapped[list[str]] = mapped_column(JSON)
@@ -94,6 +94,36 @@ class App(Base):
     updated_at: Mapped[int] = mapped_column(Time)
     id_token_alg: Mapped[str] = mapped_column(String(16), default="RS256", server_default=text("'RS256'"))
     post_logout_redirect_uris: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
+    # Contract 17: `none` is a public client (no secret, client_secret_hash ""); how it came to be
+    # (`operator`, `dynamic` RFC 7591, `document` a client ID metadata document); the RFC 7592
+    # registration access token's digest; the registered metadata as the client sent it (echoed
+    # by RFC 7592 reads); when a metadata document's cached copy must be fetched again.
+    token_endpoint_auth_method: Mapped[str] = mapped_column(
+        String(32), default="client_secret_basic", server_default=text("'client_secret_basic'"))
+    registration: Mapped[str] = mapped_column(String(16), default="operator", server_default=text("'operator'"))
+    registration_token_hash: Mapped[str | None] = mapped_column(Digest)
+    client_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    document_expires_at: Mapped[int | None] = mapped_column(Time)
+
+
+class Resource(Base):
+    """A protected resource (RFC 8707, contract 17): `uri` as the operator gave it (what `aud`
+    carries), `normalized` its RFC 3986 6.2.2 form (what requests are matched by), `scopes` the
+    only ones a token for it may carry (None: every scope)."""
+    __tablename__ = "resources"
+    uri: Mapped[str] = mapped_column(String(2048), primary_key=True)
+    normalized: Mapped[str] = mapped_column(String(2048), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    scopes: Mapped[list[str] | None] = mapped_column(JSON)
+    created_at: Mapped[int] = mapped_column(Time)
+
+
+class RegistrationToken(Base):
+    """Initial access tokens for RFC 7591 registration (`lbauth registration-tokens create`), by digest."""
+    __tablename__ = "registration_tokens"
+    token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time)
 
 
 class Subject(Base):
@@ -115,6 +145,7 @@ class Grant(Base):
     created_at: Mapped[int] = mapped_column(Time)
     updated_at: Mapped[int] = mapped_column(Time)
     revoked_at: Mapped[int | None] = mapped_column(Time)
+    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
 
     __table_args__ = (
         Index("uq_grants_live", "user_id", "app_id", unique=True,
@@ -144,10 +175,12 @@ class AuthorizationCode(Base):
     nonce: Mapped[str | None] = mapped_column(Text)
     auth_time: Mapped[int | None] = mapped_column(Time)
     session_id: Mapped[str | None] = mapped_column(Id)
+    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
 
 
 class RefreshToken(Base):
-    """`lba_rt_` tokens, by digest; bound to their app; not rotated (spec section 3)."""
+    """`lba_rt_` tokens, by digest; bound to their app. A confidential app's are not rotated (spec
+    section 3); a public client's are (contract 17): `rotated_at` marks the retired one."""
     __tablename__ = "refresh_tokens"
     token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
     app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"))
@@ -161,6 +194,8 @@ class RefreshToken(Base):
     revoked_at: Mapped[int | None] = mapped_column(Time)
     auth_time: Mapped[int | None] = mapped_column(Time)  # an OpenID grant's: its refreshed ID tokens keep it
     session_id: Mapped[str | None] = mapped_column(Id)
+    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
+    rotated_at: Mapped[int | None] = mapped_column(Time)
 
 
 class SigningKey(Base):
@@ -245,6 +280,8 @@ grants = _table(Grant)
 authorization_codes = _table(AuthorizationCode)
 refresh_tokens = _table(RefreshToken)
 signing_keys = _table(SigningKey)
+resources = _table(Resource)
+registration_tokens = _table(RegistrationToken)
 revocations = _table(Revocation)
 webhook_events = _table(WebhookEvent)
 webhook_attempts = _table(WebhookAttempt)

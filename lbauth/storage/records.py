@@ -50,11 +50,12 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class App:
-    """A registered app and its owner's email (spec section 1, contract section 2)."""
+    """A registered app and its owner's email (spec section 1, contract sections 2 and 17); an app
+    that registered itself has no owner."""
     id: str
     client_id: str
     name: str
-    owner_id: str
+    owner_id: str | None
     client_secret_hash: str
     redirect_uris: list[str]
     scopes: list[str]
@@ -65,7 +66,17 @@ class App:
     updated_at: int
     id_token_alg: str
     post_logout_redirect_uris: list[str]
-    owner_email: str
+    token_endpoint_auth_method: str
+    registration: str
+    registration_token_hash: str | None
+    client_metadata: dict[str, Any] | None
+    document_expires_at: int | None
+    owner_email: str | None
+
+    @property
+    def public(self) -> bool:
+        """A public client (RFC 6749 2.1, contract 17): no secret; PKCE S256 required."""
+        return self.token_endpoint_auth_method == "none"  # noqa: S105 (a method name, not a secret)
 
 
 class _Keep(Enum):
@@ -112,6 +123,7 @@ class Grant:
     created_at: int
     updated_at: int
     revoked_at: int | None
+    resources: list[str]
     asu: str | None
 
 
@@ -125,6 +137,7 @@ class UserGrant:
     created_at: int
     updated_at: int
     revoked_at: int | None
+    resources: list[str]
     client_id: str
     app_name: str
 
@@ -156,6 +169,7 @@ class Code:
     nonce: str | None
     auth_time: int | None
     session_id: str | None
+    resources: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +194,7 @@ class ClaimedCode:
     nonce: str | None
     auth_time: int | None
     session_id: str | None
+    resources: list[str]  # RFC 8707: what its tokens may name (contract 17)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +212,8 @@ class RefreshToken:
     revoked_at: int | None
     auth_time: int | None
     session_id: str | None
+    resources: list[str]
+    rotated_at: int | None
 
 
 @dataclass(frozen=True, slots=True)

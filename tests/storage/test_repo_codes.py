@@ -35,7 +35,7 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
 
     assert first == ClaimedCode(app_id=granted.app.id, user_id=granted.user.id, grant_id=granted.grant_id,
                                 asu=granted.asu, scopes=["userinfo"], id_token_alg=None, nonce=None, auth_time=None,
-                                session_id=None)
+                                session_id=None, resources=[])
     assert again is None
     code = await db.read(codes_repo.by_hash, "c" * 64)
     assert isinstance(code, Code)
@@ -44,7 +44,7 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
     assert stored == RefreshToken(token_hash="r" * 64, app_id=granted.app.id, user_id=granted.user.id,
                                   grant_id=granted.grant_id, code_hash="c" * 64, asu=granted.asu,
                                   scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None,
-                                  auth_time=None, session_id=None)
+                                  auth_time=None, session_id=None, resources=[], rotated_at=None)
     assert await db.read(tokens_repo.by_hash, "q" * 64) is None
 
 
@@ -87,3 +87,4 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
     assert code is not None
     assert (code.grant_id, code.asu, code.scopes, code.code_challenge) == (granted.grant_id, granted.asu,
                                                                            ["profile"], CHALLENGE)
+    assert code.resources == []  # a code naming no resource (RFC 8707): never NULL

@@ -17,14 +17,14 @@ from tests.storage.conftest import NOW, Granted, add_app
 async def test_the_live_grant_with_its_app_scoped_id(db: Database, granted: Granted) -> None:
     grant = await db.read(grants_repo.live_grant, granted.user.id, granted.app.id)
     assert grant == Grant(id=granted.grant_id, app_id=granted.app.id, user_id=granted.user.id, scopes=["userinfo"],
-                          created_at=NOW, updated_at=NOW, revoked_at=None, asu=granted.asu)
+                          created_at=NOW, updated_at=NOW, revoked_at=None, resources=[], asu=granted.asu)
     await db.transaction(grants_repo.set_scopes, granted.grant_id, ["userinfo", "profile"], NOW + 5)
     grant = await db.read(grants_repo.live_grant, granted.user.id, granted.app.id)
     assert grant is not None and (grant.scopes, grant.updated_at) == (["userinfo", "profile"], NOW + 5)
     assert await db.read(grants_repo.subject, granted.user.id, granted.app.id) == granted.asu
     assert await db.read(grants_repo.live_grants_of_user, granted.user.id) == [
         UserGrant(id=granted.grant_id, app_id=granted.app.id, user_id=granted.user.id,
-                  scopes=["userinfo", "profile"], created_at=NOW, updated_at=NOW + 5, revoked_at=None,
+                  scopes=["userinfo", "profile"], created_at=NOW, updated_at=NOW + 5, revoked_at=None, resources=[],
                   client_id=granted.app.client_id, app_name="Notes")]
 
 

@@ -9,7 +9,7 @@ from lbauth.storage.records import App, AppChanges
 from lbauth.storage.repo import shaped
 
 _WITH_OWNER = shaped(App, select(apps, users.c.email.label("owner_email"))
-                     .join(users, users.c.id == apps.c.owner_id))
+                     .outerjoin(users, users.c.id == apps.c.owner_id))
 _BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  # built once: see repo/codes.py
 
 

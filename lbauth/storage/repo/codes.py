@@ -33,7 +33,8 @@ _CLAIM = shaped(ClaimedCode,
                        codes.c.used_at.is_(None), codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
                 .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
                 .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes,
-                           codes.c.id_token_alg, codes.c.nonce, codes.c.auth_time, codes.c.session_id))
+                           codes.c.id_token_alg, codes.c.nonce, codes.c.auth_time, codes.c.session_id,
+                           codes.c.resources))
 
 # PostgreSQL: claim and store the refresh token in one statement (data-modifying CTEs), one round
 # trip; both run to completion whatever the outer SELECT reads. SQLite has no data-modifying CTEs:
@@ -41,11 +42,11 @@ _CLAIM = shaped(ClaimedCode,
 _CLAIMED = _CLAIM.cte("claimed")
 _STORED = (insert(refresh_tokens)
            .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
-                         "expires_at", "auth_time", "session_id"],
+                         "expires_at", "auth_time", "session_id", "resources"],
                         select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
                                _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
                                bindparam("p_refresh_expires_at", type_=BigInteger), _CLAIMED.c.auth_time,
-                               _CLAIMED.c.session_id))
+                               _CLAIMED.c.session_id, _CLAIMED.c.resources))
            .returning(refresh_tokens.c.token_hash)
            .cte("stored"))
 _REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
@@ -124,7 +125,8 @@ def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_ha
     conn.execute(_STORE, {"token_hash": refresh_hash, "app_id": claimed.app_id, "user_id": claimed.user_id,
                           "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
                           "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at,
-                          "auth_time": claimed.auth_time, "session_id": claimed.session_id})
+                          "auth_time": claimed.auth_time, "session_id": claimed.session_id,
+                          "resources": claimed.resources})
     return claimed
 
 
