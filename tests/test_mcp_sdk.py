@@ -218,20 +218,25 @@ class Consent:
     callback: str = ""
 
     async def redirect_handler(self, authorization_url: str) -> None:
+        """Open the URL; sign in and approve if lbauth asks (a user who approved every scope before passes
+        straight through); wait for the redirect URI to be called."""
         self.authorization_urls.append(authorization_url)
         arrived = self.listener.expect()
-        response = await self.page.goto(authorization_url)
-        assert response is not None and response.status == 200, (authorization_url, response and response.status)
-        first = self.page.get_by_role("button", name=re.compile(r"^(Sign in|Approve)$"))
-        await first.first.wait_for()
-        if await self.page.get_by_role("button", name="Sign in").count():
-            await self.page.get_by_label("Email", exact=True).fill(self.email)
-            await self.page.get_by_label("Password", exact=True).fill(self.password)
-            await self.page.get_by_role("button", name="Sign in").click()
-        approve = self.page.get_by_role("button", name="Approve")
-        await approve.wait_for()
-        self.consent_texts.append(await self.page.locator("main").inner_text())
-        await approve.click()
+        await self.page.goto(authorization_url)
+        asked = asyncio.ensure_future(
+            self.page.get_by_role("button", name=re.compile(r"^(Sign in|Approve)$")).first.wait_for())
+        await asyncio.wait({arrived, asked}, timeout=TIMEOUT_MS / 1000, return_when=asyncio.FIRST_COMPLETED)
+        if not arrived.done():
+            await asked
+            if await self.page.get_by_role("button", name="Sign in").count():
+                await self.page.get_by_label("Email", exact=True).fill(self.email)
+                await self.page.get_by_label("Password", exact=True).fill(self.password)
+                await self.page.get_by_role("button", name="Sign in").click()
+            approve = self.page.get_by_role("button", name="Approve")
+            await approve.wait_for()
+            self.consent_texts.append(await self.page.locator("main").inner_text())
+            await approve.click()
+        asked.cancel()
         self.callback = await asyncio.wait_for(arrived, TIMEOUT_MS / 1000)
 
     async def callback_handler(self) -> AuthorizationCodeResult:
@@ -322,10 +327,19 @@ async def mcp_post(rig: Rig, access_token: str) -> httpx2.Response:
                                                 "clientInfo": {"name": "probe", "version": "1"}}})
 
 
+def force_expiry(provider: OAuthClientProvider) -> None:
+    """Make the SDK's access token look expired, as it would after `expires_in` (7200 s): its next
+    request refreshes first. (The SDK keeps the expiry in its context, by its own clock.)"""
+    provider.context.token_expiry_time = time.time() - 1
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("registration", ["metadata-document", "dynamic"])
+@pytest.mark.parametrize("registration", ["metadata-document", "dynamic-public", "dynamic-confidential"])
 async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_off(rig, browser, registration):
+    """Contract 17's proof. `dynamic-confidential` is the SDK's registration when the agent sets no
+    `token_endpoint_auth_method`: RFC 7591's default, `client_secret_basic`, a confidential client."""
     lbauth, mcp, issuer = rig.lbauth, rig.mcp, rig.lbauth.settings.issuer
+    public = registration != "dynamic-confidential"
     user = await lbauth.create_user(name=USER_NAME)
 
     # The protected-resource metadata the SDK's server publishes names lbauth's issuer byte for byte.
@@ -341,7 +355,7 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
 
     metadata = OAuthClientMetadata(client_name=CLIENT_NAME, redirect_uris=[rig.listener.redirect_uri],
                                    grant_types=["authorization_code", "refresh_token"], response_types=["code"],
-                                   token_endpoint_auth_method="none")
+                                   token_endpoint_auth_method="none" if public else None)
     client_metadata_url = None
     if registration == "metadata-document":
         client_metadata_url = rig.documents.url
@@ -369,14 +383,14 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
             claims = unverified_claims(first_token)
             assert whoami.structured_content == {"sub": user["userId"], "appScopedUserId": claims["asu"]}
             assert claims["asu"].startswith("asu_") and claims["aud"] == mcp.url and claims["iss"] == issuer
-            assert claims["scope"] == "chat.read"
+            assert claims["scope"] == "chat.read" and storage.tokens.refresh_token
             (first_url,) = consent.authorization_urls
             asked = parse_qs(urlsplit(first_url).query)
             assert first_url.startswith(issuer + "/oauth/")
             assert asked["resource"] == [mcp.url] and asked["code_challenge_method"] == ["S256"]
             assert asked["scope"] == ["chat.read"] and asked["redirect_uri"] == [rig.listener.redirect_uri]
             shown = consent.consent_texts
-            assert any(RESOURCE_NAME in text or mcp.url in text for text in shown), shown
+            assert len(shown) == 1 and (RESOURCE_NAME in shown[0] or mcp.url in shown[0]), shown
             client_id = storage.client_info.client_id
             assert asked["client_id"] == [client_id]
             registered = [url for method, url, _ in sent if method == "POST" and url == issuer + "/oauth/register"]
@@ -386,8 +400,8 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
                 assert "application/json" in rig.documents.requests[0].get("Accept", "")
             else:
                 assert registered == [issuer + "/oauth/register"]
-                assert storage.client_info.token_endpoint_auth_method == "none"
-                assert storage.client_info.client_secret is None
+                assert storage.client_info.token_endpoint_auth_method == ("none" if public else "client_secret_basic")
+                assert (storage.client_info.client_secret is None) == public
             discovery = [url for method, url, _ in sent if method == "GET"]
             assert discovery[:2] == [mcp.metadata_url, issuer + "/.well-known/oauth-authorization-server"], sent
 
@@ -395,26 +409,48 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
             remembered = await client.call_tool("remember", {"note": "buy milk"})
             assert not remembered.is_error, remembered
             assert remembered.structured_content == {"remembered": "buy milk", "sub": user["userId"]}
-            assert (("POST", mcp.url, 403) in sent), sent
-            assert len(consent.authorization_urls) == 2
+            assert ("POST", mcp.url, 403) in sent, sent
+            assert len(consent.authorization_urls) == 2 and len(consent.consent_texts) == 2
             wider = parse_qs(urlsplit(consent.authorization_urls[1]).query)
             assert set(wider["scope"][0].split()) == {"chat.read", "note.write"}, wider
             assert wider["resource"] == [mcp.url] and wider["client_id"] == [client_id]
-            second_token = storage.tokens.access_token
-            assert second_token != first_token
-            stepped = unverified_claims(second_token)
+            stepped_up = storage.tokens
+            assert stepped_up.access_token != first_token
+            stepped = unverified_claims(stepped_up.access_token)
             assert set(stepped["scope"].split()) == {"chat.read", "note.write"} and stepped["aud"] == mcp.url
             assert stepped["asu"] == claims["asu"]
+
+            # The token expires: the SDK refreshes (with `resource`); a public client's refresh token rotates.
+            force_expiry(provider)
             again = await client.call_tool("whoami", {})
             assert again.structured_content == whoami.structured_content
+            refreshed = storage.tokens
+            assert refreshed.access_token != stepped_up.access_token
+            assert unverified_claims(refreshed.access_token)["aud"] == mcp.url
+            assert (refreshed.refresh_token != stepped_up.refresh_token) == public
+            assert len(consent.authorization_urls) == 2
 
-    # The user revokes the app: within 5 s the MCP server refuses its token (401, and the challenge).
-    assert (await mcp_post(rig, second_token)).status_code == 200
+            if public:
+                # Two refreshes racing: the retired refresh token, within 10 s of its rotation, gets
+                # invalid_grant; the SDK starts a new authorization (the user approved every scope: no
+                # consent page) and the call succeeds.
+                storage.tokens = provider.context.current_tokens = refreshed.model_copy(
+                    update={"refresh_token": stepped_up.refresh_token})
+                force_expiry(provider)
+                before = len(sent)
+                after_race = await client.call_tool("whoami", {})
+                assert after_race.structured_content == whoami.structured_content
+                assert ("POST", issuer + "/oauth/token", 400) in sent[before:], sent[before:]
+                assert len(consent.authorization_urls) == 3
+            last_token = storage.tokens.access_token
+
+    # The user revokes the app: within 5 s the MCP server refuses its tokens (401, and the challenge).
+    assert (await mcp_post(rig, last_token)).status_code == 200
     user_token = await lbauth.login(user["email"], user["password"])
     revoked = await lbauth.client.delete(f"/api/auth/authorizations/{quote(client_id, safe='')}", bearer=user_token)
     assert revoked.status == 200, revoked.text
     deadline = time.monotonic() + REVOCATION_DEADLINE
-    while (answer := await mcp_post(rig, second_token)).status_code != 401:
+    while (answer := await mcp_post(rig, last_token)).status_code != 401:
         assert time.monotonic() < deadline, f"still {answer.status_code} {REVOCATION_DEADLINE} s after the revocation"
         await asyncio.sleep(0.1)
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]
