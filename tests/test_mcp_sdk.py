@@ -441,7 +441,10 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
                 after_race = await client.call_tool("whoami", {})
                 assert after_race.structured_content == whoami.structured_content
                 assert ("POST", issuer + "/oauth/token", 400) in sent[before:], sent[before:]
-                assert len(consent.authorization_urls) == 3
+                assert len(consent.authorization_urls) == 3 and len(consent.consent_texts) == 2
+                # It asks again for the metadata's scopes_supported only (not a step-up); lbauth, whose
+                # user approved them, redirects at once.
+                assert parse_qs(urlsplit(consent.authorization_urls[2]).query)["scope"] == ["chat.read"]
             last_token = storage.tokens.access_token
 
     # The user revokes the app: within 5 s the MCP server refuses its tokens (401, and the challenge).
