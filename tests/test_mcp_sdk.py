@@ -121,8 +121,9 @@ class McpServer:
     def metadata_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource/mcp"
 
-    async def start(self) -> None:
-        await asyncio.to_thread(self.verifier.start)  # its first fetch is blocking I/O against lbauth here
+    async def start(self, *, start_verifier: bool = True) -> None:
+        if start_verifier:
+            await asyncio.to_thread(self.verifier.start)  # its first fetch is blocking I/O against lbauth here
         app = load_example().build_app(self.issuer, self.url, self.verifier)
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", log_level="warning")
         self.server = uvicorn.Server(config)
@@ -315,11 +316,11 @@ async def browser() -> AsyncIterator[Browser]:
 
 # ---- the proof -------------------------------------------------------------------------------------------
 
-async def mcp_post(rig: Rig, access_token: str) -> httpx2.Response:
+async def mcp_post(url: str, access_token: str) -> httpx2.Response:
     """An MCP `initialize` straight to the MCP server with this token (no OAuth flow around it): 200 once the
     token passes the server's check, 401 when it does not."""
     async with httpx2.AsyncClient(timeout=5) as http:
-        return await http.post(rig.mcp.url, headers={"Authorization": f"Bearer {access_token}",
+        return await http.post(url, headers={"Authorization": f"Bearer {access_token}",
                                                      "Accept": "application/json, text/event-stream",
                                                      "Content-Type": "application/json"},
                                json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -448,19 +449,34 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
             last_token = storage.tokens.access_token
 
     # The user revokes the app: within 5 s the MCP server refuses its tokens (401, and the challenge).
-    assert (await mcp_post(rig, last_token)).status_code == 200
+    assert (await mcp_post(mcp.url, last_token)).status_code == 200
     user_token = await lbauth.login(user["email"], user["password"])
     revoked = await lbauth.client.delete(f"/api/auth/authorizations/{quote(client_id, safe='')}", bearer=user_token)
     assert revoked.status == 200, revoked.text
     deadline = time.monotonic() + REVOCATION_DEADLINE
-    while (answer := await mcp_post(rig, last_token)).status_code != 401:
+    while (answer := await mcp_post(mcp.url, last_token)).status_code != 401:
         assert time.monotonic() < deadline, f"still {answer.status_code} {REVOCATION_DEADLINE} s after the revocation"
         await asyncio.sleep(0.1)
     assert 'error="invalid_token"' in answer.headers["www-authenticate"]
     assert f'resource_metadata="{mcp.metadata_url}"' in answer.headers["www-authenticate"]
-    assert (await mcp_post(rig, first_token)).status_code == 401
+    assert (await mcp_post(mcp.url, first_token)).status_code == 401
 
     # lbauth.verify's own document for this resource says what the SDK's server published.
     from lbauth.verify import resource_metadata
     ours = resource_metadata(mcp.url, issuer, scopes=["chat.read"])
     assert {k: prm.json()[k] for k in ours} == ours
+
+
+async def test_an_unreachable_lbauth_is_a_server_error_not_a_new_authorization():
+    """The token verifier raises on `server.unavailable` (here: the Verifier never reached lbauth, so it
+    has no keys) instead of returning None: the MCP server answers 500, not the 401 that would send every
+    connected agent's user back to the consent page."""
+    require_mcp()
+    mcp = McpServer("http://127.0.0.1:9")  # nothing listens there
+    await mcp.start(start_verifier=False)
+    try:
+        answer = await mcp_post(mcp.url, "lba_at_eyJ.eyJ.sig")
+    finally:
+        await mcp.stop()
+    assert answer.status_code == 500, (answer.status_code, answer.headers)
+    assert "www-authenticate" not in answer.headers
