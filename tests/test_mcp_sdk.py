@@ -11,14 +11,18 @@
   redirect handler drives Debian's Chromium through Playwright (sign in, Approve), as tests/test_browser.py
   does; the redirect URI is a real loopback listener (as a desktop agent's), whose query the callback
   handler returns.
-- Two registrations: (a) a client ID metadata document, which the SDK uses only for an `https`
+- Three registrations: (a) a client ID metadata document (shaped like desktop agents' ones: port-less
+  loopback redirect URIs, no `refresh_token` grant type), which the SDK uses only for an `https`
   `client_metadata_url` with a path: it is served over HTTPS on loopback with a test CA (the one the
   openid-client test makes) that LBAUTH_OUTBOUND_CA_FILE names; (b) RFC 7591 dynamic registration of a
-  public client.
+  public client; (c) the SDK's registration when the agent names no `token_endpoint_auth_method`: a
+  confidential client (`client_secret_basic`).
 - The run: discovery (RFC 9728, then RFC 8414), registration, authorization with PKCE and `resource`,
   `whoami` sees the user; `remember` needs one more scope: 403, the SDK authorizes again with the wider
-  scope (a second consent in Chromium), the call succeeds; the user revokes the app and the MCP server
-  refuses the token within 5 s (the Verifier polls the revocation feed every 0.5 s).
+  scope (a second consent in Chromium), the call succeeds; the access token "expires" and the SDK
+  refreshes (a public client's refresh token rotates); for a public client, a retired refresh token
+  brought back within 10 s gets `invalid_grant` and the SDK authorizes again; the user revokes the app
+  and the MCP server refuses the token within 5 s (the Verifier polls the revocation feed every 0.5 s).
 - Without `mcp` (or Playwright and Chromium) the test is skipped with the reason, except under CI=true.
 """
 
@@ -360,10 +364,12 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
     client_metadata_url = None
     if registration == "metadata-document":
         client_metadata_url = rig.documents.url
+        # Shaped like the documents desktop agents publish: port-less loopback redirect URIs (the
+        # listener's ephemeral port then matches), no refresh_token grant type (lbauth gives one anyway).
         rig.documents.document = {"client_id": client_metadata_url, "client_name": CLIENT_NAME,
-                                  "redirect_uris": [rig.listener.redirect_uri],
-                                  "grant_types": ["authorization_code", "refresh_token"],
-                                  "response_types": ["code"], "token_endpoint_auth_method": "none"}
+                                  "redirect_uris": ["http://localhost/callback", "http://127.0.0.1/callback"],
+                                  "grant_types": ["authorization_code"], "response_types": ["code"],
+                                  "token_endpoint_auth_method": "none"}
     page = await (await browser.new_context()).new_page()
     page.set_default_timeout(TIMEOUT_MS)
     consent = Consent(page, rig.listener, user["email"], user["password"])
