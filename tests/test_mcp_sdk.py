@@ -453,6 +453,8 @@ async def test_the_mcp_sdk_discovers_registers_authorizes_steps_up_and_is_cut_of
                 # user approved them, redirects at once.
                 assert parse_qs(urlsplit(consent.authorization_urls[2]).query)["scope"] == ["chat.read"]
             last_token = storage.tokens.access_token
+            if registration == "metadata-document":  # served with max-age=300: fetched once for every step
+                assert len(rig.documents.requests) == 1, rig.documents.requests
 
     # The user revokes the app: within 5 s the MCP server refuses its tokens (401, and the challenge).
     assert (await mcp_post(mcp.url, last_token)).status_code == 200
