@@ -164,7 +164,7 @@ async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
             db, SystemClock(), await master_keys_for(db, settings), _policy(settings), name=args.name,
             owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
-            post_logout_redirect_uris=args.post_logout_redirect_uri or ())
+            post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public)
     return await with_database(settings, work)
 
 
@@ -300,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the algorithm of its ID tokens (default %(default)s)")
     p.add_argument("--post-logout-redirect-uri", action="append", metavar="URI",
                    help="where RP-initiated logout may send the user back (OpenID Connect)")
+    p.add_argument("--public", action="store_true",
+                   help="a public client (no secret; PKCE required; rotating refresh tokens)")
     command(a, "list", cmd_apps_list, "list apps")
     p = command(a, "show", cmd_apps_show, "show one app")
     p.add_argument("client_id", metavar="CLIENT_ID")

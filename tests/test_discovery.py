@@ -116,8 +116,8 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": client_auth,
-        "revocation_endpoint_auth_methods_supported": client_auth,
+        "token_endpoint_auth_methods_supported": [*client_auth, "none"],  # public clients (contract 17)
+        "revocation_endpoint_auth_methods_supported": [*client_auth, "none"],
         "introspection_endpoint_auth_methods_supported": client_auth,
         "subject_types_supported": ["pairwise"],
         "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],  # RS256 first (contract 15)

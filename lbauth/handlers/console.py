@@ -106,12 +106,14 @@ class NewAppPage(ConsolePage):
                                             allowed_scopes=fields["allowed_scopes"],
                                             webhook_url=fields["webhook_url"] or None,
                                             id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG,
-                                            post_logout_redirect_uris=fields["post_logout_redirect_uris"])
+                                            post_logout_redirect_uris=fields["post_logout_redirect_uris"],
+                                            public=form.get("client_type") == "public")
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
         await self.render_app(created["clientId"], created=True,
-                              secrets={"client": created["clientSecret"], "webhook": created["webhookSecret"]})
+                              secrets={name: secret for name, secret in (("client", created["clientSecret"]),
+                                       ("webhook", created["webhookSecret"])) if secret})  # a public client: none
 
 
 class AppPage(ConsolePage):

@@ -18,6 +18,9 @@ _PUBLIC_CACHE = "public, max-age=300"
 
 
 _CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
+# Public clients (`none`, contract 17) use the token and revocation endpoints; introspection
+# needs a confidential client.
+_PUBLIC_CLIENT_AUTH_METHODS = [*_CLIENT_AUTH_METHODS, "none"]
 
 
 def metadata(settings: Settings) -> dict:
@@ -37,8 +40,8 @@ def metadata(settings: Settings) -> dict:
         "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
-        "revocation_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        "token_endpoint_auth_methods_supported": _PUBLIC_CLIENT_AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": _PUBLIC_CLIENT_AUTH_METHODS,
         "introspection_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
         "subject_types_supported": ["pairwise"],  # sub is the appScopedUserId (contract 15)
         "id_token_signing_alg_values_supported": list(ID_TOKEN_ALGS),

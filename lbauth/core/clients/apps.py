@@ -13,6 +13,7 @@ from lbauth.core import scopes, urls
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.crypto.masterkey import MasterKeys
+from lbauth.core.oauth.client_auth import PUBLIC_SECRET_DIGEST
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, ValidationFailed
 from lbauth.storage import Connection
@@ -28,6 +29,10 @@ class AppPolicy:
     development: bool
 
 
+# token_endpoint_auth_method (RFC 7591 2) of the apps an operator creates
+PUBLIC, CONFIDENTIAL = "none", "client_secret_basic"
+
+
 def webhook_secret_purpose(app_id: str) -> str:
     return f"webhook_secret:{app_id}"
 
@@ -38,6 +43,7 @@ def view(app: App) -> dict[str, Any]:
             "redirectUris": list(app.redirect_uris), "scopes": list(app.scopes), "webhookUrl": app.webhook_url,
             "webhookEnabled": app.webhook_disabled_at is None, "idTokenAlg": app.id_token_alg,
             "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
+            "tokenEndpointAuthMethod": app.token_endpoint_auth_method,
             "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
 
 
@@ -69,8 +75,10 @@ def _name(name: str) -> str:
 async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPolicy, *, name: str,
                      owner_email: str, redirect_uris: Sequence[str], allowed_scopes: Sequence[str] | None = None,
                      webhook_url: str | None = None, id_token_alg: str = ID_TOKEN_DEFAULT_ALG,
-                     post_logout_redirect_uris: Sequence[str] = ()) -> dict[str, Any]:
-    """Register an app; returns the contract's creation record with both secrets, shown this once."""
+                     post_logout_redirect_uris: Sequence[str] = (), public: bool = False) -> dict[str, Any]:
+    """Register an app; returns the contract's creation record with both secrets, shown this once.
+    A public client (contract 17: `token_endpoint_auth_method` none) has no client secret:
+    `clientSecret` is null, and it stores PUBLIC_SECRET_DIGEST, which no secret matches."""
     name = _name(name)
     uris = _redirect_uris(redirect_uris, policy)
     alg, logout_uris = _id_token_alg(id_token_alg), _post_logout_uris(post_logout_redirect_uris, policy)
@@ -78,7 +86,8 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
     if webhook_url:
         webhook_url = urls.check_webhook_url(webhook_url, development=policy.development)
     app_id, client_id = opaque.new_id("app_"), opaque.new_id("cid_")
-    client_secret, webhook_secret = opaque.new_secret(opaque.CLIENT_SECRET), opaque.new_secret(opaque.WEBHOOK_SECRET)
+    client_secret = None if public else opaque.new_secret(opaque.CLIENT_SECRET)
+    webhook_secret = opaque.new_secret(opaque.WEBHOOK_SECRET)
     now = int(clock.now())
 
     def work(conn: Connection) -> None:
@@ -86,10 +95,12 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
         if owner is None:
             raise ValidationFailed("the owner must be an existing user's email")
         repo.insert_app(conn, app_id=app_id, client_id=client_id, name=name, owner_id=owner.id,
-                        client_secret_hash=opaque.digest(client_secret), redirect_uris=uris, scopes=allowed,
+                        client_secret_hash=PUBLIC_SECRET_DIGEST if client_secret is None
+                        else opaque.digest(client_secret), redirect_uris=uris, scopes=allowed,
                         webhook_url=webhook_url or None,
                         webhook_secret_sealed=keys.seal(webhook_secret.encode(), webhook_secret_purpose(app_id)),
-                        now=now, id_token_alg=alg, post_logout_redirect_uris=logout_uris)
+                        now=now, id_token_alg=alg, post_logout_redirect_uris=logout_uris,
+                        token_endpoint_auth_method=PUBLIC if public else CONFIDENTIAL)
 
     await db.transaction(work)
     return {"appId": app_id, "clientId": client_id, "clientSecret": client_secret, "webhookSecret": webhook_secret,
@@ -126,6 +137,10 @@ async def update_app(db: Database, clock: Clock, policy: AppPolicy, client_id: s
 
 
 async def rotate_client_secret(db: Database, clock: Clock, client_id: str) -> dict[str, Any]:
+    """A confidential app's new secret; a public client has none to rotate (contract 17). Whether
+    an app is public never changes, so it is checked before the change."""
+    if (await get_app(db, client_id)).public:
+        raise ValidationFailed("This app is a public client: it has no client secret to rotate.")
     secret = opaque.new_secret(opaque.CLIENT_SECRET)
     await _change(db, clock, client_id, AppChanges(client_secret_hash=opaque.digest(secret)))
     return {"clientId": client_id, "clientSecret": secret}

@@ -124,7 +124,7 @@ def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redire
     scope = _one(params, "scope")
     requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
     _check_allowed(app, requested)
-    challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"))
+    challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"), app)
     return AuthorizationRequest(app, redirect_uri, requested, state, challenge)
 
 
@@ -143,7 +143,7 @@ def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, chall
     for value in (challenge, method):
         if value is not None and not isinstance(value, str):
             raise ValidationFailed("codeChallenge and codeChallengeMethod must be strings")
-    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method))
+    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method, app))
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -159,9 +159,12 @@ def _check_allowed(app: App, requested: tuple[str, ...]) -> None:
         raise ScopeInvalid(f"This app may not request the scope {refused[0]}.")
 
 
-def _check_pkce(challenge: str | None, method: str | None) -> str | None:
-    """RFC 7636 4.3, S256 only: `plain` would send the verifier's equivalent in the clear."""
+def _check_pkce(challenge: str | None, method: str | None, app: App) -> str | None:
+    """RFC 7636 4.3, S256 only: `plain` would send the verifier's equivalent in the clear. Required
+    of a public client (contract 17; OAuth 2.1 7.5.1): its code is all that a thief would need."""
     if challenge is None and method is None:
+        if app.public:
+            raise ValidationFailed("A public client must send a PKCE code_challenge (code_challenge_method S256).")
         return None
     if not challenge:
         raise ValidationFailed("code_challenge_method was sent without code_challenge")

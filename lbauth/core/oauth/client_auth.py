@@ -1,8 +1,9 @@
 """Client authentication at the token, revocation and introspection endpoints (RFC 6749 2.3).
 
 A method finds the credentials a request presents; checking them is one statement, or part of
-the grant's own statement (grants.py). Public clients (`none`) and metadata-document clients
-join as methods here.
+the grant's own statement (grants.py). Public clients authenticate with method `none` (contract
+17): their apps store `PUBLIC_SECRET_DIGEST` where a confidential app stores its secret's digest,
+so the same digest match in SQL finds them, and no secret ever matches them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from lbauth.storage.records import App
 from lbauth.storage.repo import apps as apps_repo
 
 _DUMMY_DIGEST = opaque.digest("lbauth: no such client")
+# What a public app stores as its `client_secret_hash` and what its credentials present: the digest
+# of any secret is 64 hex digits, never "", so no secret authenticates a public app, nor "" a
+# confidential one.
+PUBLIC_SECRET_DIGEST = ""
 
 
 @dataclass(frozen=True)
@@ -32,8 +37,13 @@ class ClientCredentials:
     method: str  # the token_endpoint_auth_method that presented them (RFC 7591 2)
 
     @property
+    def public(self) -> bool:
+        """A public client's: a client id and no secret (method `none`)."""
+        return self.method == NoClientSecret.name
+
+    @property
     def secret_digest(self) -> str:
-        return opaque.digest(self.secret)
+        return PUBLIC_SECRET_DIGEST if self.public else opaque.digest(self.secret)
 
 
 class ClientAuthMethod(Protocol):
@@ -88,6 +98,19 @@ class ClientSecretPost:
         if not form.get("client_id"):
             raise _authentication_required()
         return ClientCredentials(form["client_id"], form["client_secret"], self.name)
+
+
+class NoClientSecret:
+    """RFC 7591 2 `none`: a public client (RFC 6749 2.1) sends its `client_id` in the form, with no
+    Authorization header and no `client_secret` field (an empty one is a failed secret, not this)."""
+
+    name = "none"
+
+    def presented(self, authorization: str, form: Mapping[str, str]) -> bool:
+        return not authorization and "client_secret" not in form and bool(form.get("client_id"))
+
+    def credentials(self, authorization: str, form: Mapping[str, str]) -> ClientCredentials:
+        return ClientCredentials(form["client_id"], "", self.name)
 
 
 def presented_credentials(methods: Sequence[ClientAuthMethod], authorization: str,

@@ -2,7 +2,7 @@
 
 Each grant parses its parameters, then issues a token set for an authenticated client. The
 client's credentials are checked inside the grant's own statement, not before it: one unit of
-work per request on the hot path. ID tokens and rotating refresh tokens join here.
+work per request on the hot path. A public client's refresh tokens rotate (contract 17).
 """
 
 from __future__ import annotations
@@ -18,17 +18,22 @@ from lbauth.core import scopes
 from lbauth.core.crypto import opaque
 from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
-from lbauth.core.oauth.revocation import KEEP_PAST_EXPIRY, CheckList, refresh_checklist
+from lbauth.core.oauth.revocation import KEEP_PAST_EXPIRY, CheckList, refresh_checklist, revoke_reused_grant
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti, pkce_challenge
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
+from lbauth.storage.records import RefreshToken
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.storage.repo import tokens as tokens_repo
 
 RequestT = TypeVar("RequestT")
+
+# RFC 9700 4.14.2: a retired refresh token presented this long after its rotation means a copy is
+# in other hands, and revokes the grant; sooner, it is two refreshes racing (contract 17).
+ROTATION_GRACE_SECONDS = 10
 
 
 class GrantType(ABC, Generic[RequestT]):
@@ -141,7 +146,9 @@ class RefreshRequest:
 
 
 class RefreshTokenGrant(GrantType[RefreshRequest]):
-    """A new access token; the refresh token is returned unchanged, no rotation (RFC 6749 6, spec 4.4)."""
+    """A new access token. A confidential client's refresh token is returned unchanged, no rotation
+    (RFC 6749 6, spec 4.4); a public client's is replaced by a new one at every refresh, and a
+    retired one presented again is refused and may revoke the grant (RFC 9700 4.14.2, contract 17)."""
 
     grant_type = "refresh_token"
 
@@ -152,7 +159,8 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
 
     async def issue(self, client: ClientCredentials, request: RefreshRequest) -> TokenSet:
         """One statement finds the token and authenticates its client; a second, only on failure,
-        says whether the client or the token was wrong."""
+        says whether the client or the token was wrong. A public client's token is then rotated
+        (one more transaction); a confidential client's path has no more statements."""
         refresh_token, secret_digest = request.refresh_token, client.secret_digest
         now, row = int(self.clock.now()), None  # now: before the read (AccessTokens.issue_time)
         if opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):
@@ -163,6 +171,8 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
             raise errors.RefreshTokenInvalid()
         if row.revoked_at is not None:
             raise errors.RefreshTokenRevoked()
+        if row.rotated_at is not None:  # only a public client's are ever rotated
+            await self._reused(client, row, now)
         if row.expires_at <= now:
             raise errors.RefreshTokenExpired()
         granted = tuple(row.scopes)
@@ -170,7 +180,10 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
             if not set(request.scope) <= set(granted):
                 raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
             granted = request.scope
-        issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(row.token_hash))
+        live_hash = row.token_hash
+        if client.public:  # the statement above matched a public app's digest: this app is public
+            refresh_token, live_hash = await self._rotate(row, now)
+        issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(live_hash))
         access_token = self.tokens.mint(user_id=row.user_id, client_id=client.client_id, scopes=granted,
                                         grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at)
         id_token = None
@@ -180,3 +193,25 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
                 alg=row.id_token_alg, client_id=client.client_id, asu=row.asu, auth_time=row.auth_time, nonce=None,
                 session_id=row.session_id, access_token=access_token, now=issued_at)
         return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)
+
+    async def _rotate(self, row: RefreshToken, now: int) -> tuple[str, str]:
+        """The presented token retired and its successor stored, or invalid_grant if a concurrent
+        refresh (or a revocation) got there first."""
+        successor = opaque.new_secret(opaque.REFRESH_TOKEN)
+        successor_hash = opaque.digest(successor)
+        if not await self.db.transaction(tokens_repo.rotate, row, new_hash=successor_hash, now=now,
+                                         expires_at=now + self.settings.refresh_token_ttl):
+            raise errors.RefreshTokenRevoked("This refresh token has been replaced by a newer one.")
+        return successor, successor_hash
+
+    async def _reused(self, client: ClientCredentials, row: RefreshToken, now: int) -> NoReturn:
+        """A retired token again: within the grace period two refreshes raced, and nothing more is
+        done; after it, the grant is revoked (RFC 9700 4.14.2)."""
+        assert row.rotated_at is not None
+        if now - row.rotated_at > ROTATION_GRACE_SECONDS:
+            await revoke_reused_grant(self.db, self.clock, self.checklist, client_id=client.client_id,
+                                      grant_id=row.grant_id, user_id=row.user_id,
+                                      access_ttl=self.settings.access_token_ttl)
+            raise errors.RefreshTokenRevoked("This refresh token was used after it had been replaced: "
+                                             "the authorization is revoked.")
+        raise errors.RefreshTokenRevoked("This refresh token has been replaced by a newer one.")

@@ -123,6 +123,24 @@ async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList,
     return result
 
 
+async def revoke_reused_grant(db: Database, clock: Clock, checklist: CheckList, *, client_id: str, grant_id: str,
+                              user_id: str, access_ttl: int) -> None:
+    """A public client's retired refresh token came back after its grace period: someone holds a
+    copy, so the whole grant is revoked as if the user had revoked it (RFC 9700 4.14.2, contract 17):
+    the check-list entry, its codes and refresh tokens, the webhook event. Nothing when the grant
+    is no longer live."""
+    now = int(clock.now())
+
+    def work(conn: Connection) -> bool:
+        app = apps_repo.by_client_id(conn, client_id)
+        if app is None or revoke_grant_in(conn, clock, app, grant_id, user_id, now, access_ttl) is None:
+            return False
+        repo.notify(conn)
+        return True
+    if await db.transaction(work):
+        await cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)
+
+
 def revoke_grant_in(conn: Connection, clock: Clock, app: App, grant_id: str, user_id: str, now: int,
                     access_ttl: int) -> str | None:
     """Inside the caller's transaction (which notifies): revoke a live grant, its tokens and codes,

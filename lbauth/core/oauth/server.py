@@ -17,6 +17,7 @@ from lbauth.core.oauth.client_auth import (
     ClientCredentials,
     ClientSecretBasic,
     ClientSecretPost,
+    NoClientSecret,
     checked_client,
     presented_credentials,
 )
@@ -24,12 +25,12 @@ from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshT
 from lbauth.core.oauth.revocation import CheckList
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
 from lbauth.core.oidc.id_tokens import IdTokens
-from lbauth.errors import GrantTypeInvalid, LbauthError
+from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.records import App
 
-CLIENT_AUTH_METHODS: tuple[ClientAuthMethod, ...] = (ClientSecretBasic(), ClientSecretPost())
+CLIENT_AUTH_METHODS: tuple[ClientAuthMethod, ...] = (ClientSecretBasic(), ClientSecretPost(), NoClientSecret())
 GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, RefreshTokenGrant)
 
 
@@ -77,12 +78,17 @@ class AuthorizationServer:
     # ---- revocation and introspection (RFC 7009, RFC 7662) ------------------------------------------------
 
     async def revoke(self, client: ClientCredentials, token: str) -> None:
+        """RFC 7009 2.1; a public client names itself by its `client_id` and revokes only its own tokens."""
         app = await self.authenticate(client)
         await revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
                                       token=token, issuer=self.settings.issuer, audience=self.settings.audience,
                                       access_ttl=self.settings.access_token_ttl)
 
     async def introspect(self, client: ClientCredentials, token: str) -> dict[str, Any]:
+        """RFC 7662 2.1: the caller must be authorized to introspect; here, a confidential client
+        (contract 17). A public client's id alone proves nothing: anyone can send it."""
+        if client.public:
+            raise ClientSecretMismatch("Introspection needs a confidential client's credentials.")
         app = await self.authenticate(client)
         return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
                                            issuer=self.settings.issuer, audience=self.settings.audience)

@@ -15,12 +15,14 @@ _BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  #
 
 def insert_app(conn: Connection, *, app_id: str, client_id: str, name: str, owner_id: str, client_secret_hash: str,
                redirect_uris: list[str], scopes: list[str], webhook_url: str | None, webhook_secret_sealed: str,
-               now: int, id_token_alg: str, post_logout_redirect_uris: list[str]) -> None:
+               now: int, id_token_alg: str, post_logout_redirect_uris: list[str],
+               token_endpoint_auth_method: str = "client_secret_basic") -> None:  # noqa: S107 (a method name)
     conn.execute(insert(apps).values(
         id=app_id, client_id=client_id, name=name, owner_id=owner_id, client_secret_hash=client_secret_hash,
         redirect_uris=redirect_uris, scopes=scopes, webhook_url=webhook_url,
         webhook_secret_sealed=webhook_secret_sealed, created_at=now, updated_at=now,
-        id_token_alg=id_token_alg, post_logout_redirect_uris=post_logout_redirect_uris))
+        id_token_alg=id_token_alg, post_logout_redirect_uris=post_logout_redirect_uris,
+        token_endpoint_auth_method=token_endpoint_auth_method))
 
 
 def by_client_id(conn: Connection, client_id: str) -> App | None:
