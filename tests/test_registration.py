@@ -12,17 +12,18 @@ from datetime import datetime
 from urllib.parse import quote
 
 import pytest
-from mcp.shared.auth import OAuthClientInformationFull
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
 from lbauth.clock import FrozenClock
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import PageSession, front_params, oauth_url, pkce_pair, redirect_query
 
 MCP_CALLBACK = "http://localhost:33418/callback"
-# What the MCP SDKs send (mcp.shared.auth.OAuthClientMetadata, dumped without nulls).
-MCP_METADATA = {"redirect_uris": [MCP_CALLBACK], "token_endpoint_auth_method": "none",
-                "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-                "client_name": "An MCP client", "application_type": "native"}
+# What the MCP Python SDK sends: its request model, dumped as mcp.client.auth.utils does.
+MCP_METADATA = OAuthClientMetadata(
+    redirect_uris=[MCP_CALLBACK], token_endpoint_auth_method="none", client_name="An MCP client",
+    grant_types=["authorization_code", "refresh_token"], response_types=["code"],
+).model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 @pytest.fixture
@@ -72,7 +73,10 @@ async def test_a_public_client_registers_and_the_answer_echoes_every_field(open_
     info = r.json
     assert info["client_id"].startswith("cid_") and info["client_id_issued_at"] == int(open_server.clock.now())
     assert {k: info[k] for k in ("redirect_uris", "grant_types", "response_types", "token_endpoint_auth_method",
-                                 "client_name", "application_type")} == {**MCP_METADATA}
+                                 "client_name", "application_type")} == {
+        "redirect_uris": [MCP_CALLBACK], "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"], "token_endpoint_auth_method": "none", "client_name": "An MCP client",
+        "application_type": "native"}  # the SDK's default application_type
     assert info["scope"] == "userinfo chat.read"
     assert info["registration_access_token"].startswith("lba_rat_")
     assert info["registration_client_uri"] == f"{open_server.url}/oauth/register/{info['client_id']}"
