@@ -82,6 +82,7 @@ async def test_a_public_client_registers_and_the_answer_echoes_every_field(open_
     assert info["registration_client_uri"] == f"{open_server.url}/oauth/register/{info['client_id']}"
     assert "client_secret" not in info and "client_secret_expires_at" not in info  # public: no secret
     assert r.headers["Cache-Control"] == "no-store" and r.headers["Pragma"] == "no-cache"
+    assert r.headers["Access-Control-Allow-Origin"] == "*"  # browser clients register too (contract 11)
     parsed = OAuthClientInformationFull.model_validate(info)  # what the MCP Python SDK keeps
     assert parsed.client_id == info["client_id"] and [str(u) for u in parsed.redirect_uris] == [MCP_CALLBACK]
     assert parsed.token_endpoint_auth_method == "none" and parsed.client_secret is None

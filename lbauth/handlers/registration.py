@@ -38,7 +38,7 @@ class RegisterHandler(RegistrationBase):
         services = self.services
         if services.settings.registration == "token":
             await initial_tokens.check(services.db, services.clock, self.presented_token("An initial access token"))
-        metadata = dynamic.parse_metadata(self.metadata_document(), development=services.settings.development)
+        metadata = dynamic.parse_metadata(self.metadata_document())
         information = await dynamic.register(services.db, services.clock, services.master_keys, metadata,
                                              base_url=services.settings.base_url)
         self.set_token_response_headers()  # RFC 7591 3.2.1: it holds secrets

@@ -77,7 +77,7 @@ class Metadata:
         return {name: value for name, value in stored.items() if value is not None}
 
 
-def parse_metadata(document: Any, *, development: bool) -> Metadata:
+def parse_metadata(document: Any) -> Metadata:
     """RFC 7591 2 and 3.2.2: the metadata of a registration request, or ClientMetadataInvalid
     (RedirectUriInvalid for a redirect URI) naming what is wrong."""
     if not isinstance(document, dict):
@@ -104,7 +104,7 @@ def parse_metadata(document: Any, *, development: bool) -> Metadata:
         redirect_uris=_redirect_uris(document.get("redirect_uris")), token_endpoint_auth_method=method,
         grant_types=list(dict.fromkeys(grant_types)), response_types=["code"], application_type=application_type,
         client_name=_name(document.get("client_name")), scope=_scope(document.get("scope")),
-        client_uri=_web_url(document, "client_uri", development), logo_uri=_web_url(document, "logo_uri", development))
+        client_uri=_web_url(document, "client_uri"), logo_uri=_web_url(document, "logo_uri"))
 
 
 def _strings(document: dict[str, Any], name: str, default: list[str]) -> list[str]:
@@ -149,7 +149,8 @@ def _scope(value: Any) -> str | None:
     return " ".join(known) or None
 
 
-def _web_url(document: dict[str, Any], name: str, development: bool) -> str | None:
+def _web_url(document: dict[str, Any], name: str) -> str | None:
+    """An http(s) page of the client's (`client_uri`, `logo_uri`): never `javascript:` and the like."""
     value = document.get(name)
     if value is None:
         return None
