@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 
 SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
 ENVIRONMENTS = ("development", "production")
+# RFC 7591 dynamic registration (contract 17): anyone may register, only with an initial access
+# token (`lbauth registration-tokens create`), or not at all.
+REGISTRATION_MODES = ("open", "token", "off")
 # About 3 days in all: 10 s, 1 min, 5 min, 30 min, 1 h, then every 3 h (contract section 10).
 DEFAULT_RETRY_SCHEDULE = (10, 60, 300, 1800, 3600) + (10800,) * 23
 
@@ -54,6 +57,7 @@ class Settings:
     rate_limits: bool | tuple[tuple[str, int, int], ...] = True
     metrics_token: str | None = None
     log_level: str = "INFO"
+    registration: str = ""  # default: open in development, token in production
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -123,7 +127,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return parse
 
 
-_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address)=(\d+)/(\d+)")
+_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address|register-address)=(\d+)/(\d+)")
 
 
 def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
@@ -138,7 +142,8 @@ def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
         match = _RATE_LIMIT.fullmatch(part.strip())
         if not match or int(match[2]) < 1 or int(match[3]) < 1:
             raise ValueError("must be on, off, or overrides like login-account=5/60,token-client=100/10 "
-                             "(kinds: token-client, token-address, login-account, login-address)")
+                             "(kinds: token-client, token-address, login-account, login-address, "
+                             "register-address)")
         overrides.append((match[1], int(match[2]), int(match[3])))
     return tuple(overrides)
 
@@ -267,6 +272,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "rate_limits": _rate_limits,
     "metrics_token": _text,
     "log_level": _log_level,
+    "registration": _choice(REGISTRATION_MODES),
 }
 
 # Settings that may be given as a command-line flag. The master key and the metrics token are
@@ -335,6 +341,7 @@ def _complete(s: Settings) -> Settings:
     changes["auth_url"] = s.auth_url or base_url
     changes["issuer"] = s.issuer or base_url
     changes["audience"] = s.audience or base_url
+    changes["registration"] = s.registration or ("open" if s.development else "token")
     problem = issuer_problem(changes["issuer"])
     if problem:
         where = "LBAUTH_ISSUER" if s.issuer else "LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL)"

@@ -122,7 +122,7 @@ def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redire
     if state and len(state) > MAX_STATE_LENGTH:
         raise ValidationFailed(f"state must be at most {MAX_STATE_LENGTH} characters")
     scope = _one(params, "scope")
-    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
+    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.default_scopes)
     _check_allowed(app, requested)
     challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"), app)
     return AuthorizationRequest(app, redirect_uri, requested, state, challenge)
