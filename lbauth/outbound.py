@@ -19,6 +19,7 @@ import ssl
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.httputil import HTTPHeaders
 from tornado.netutil import DefaultLoopResolver, Resolver
+from tornado.simple_httpclient import HTTPStreamClosedError
 
 from lbauth.core import urls
 from lbauth.core.registration.documents import (
@@ -110,14 +111,18 @@ class DocumentFetcher:
         return self._http
 
     async def fetch(self, url: str, now: float) -> FetchedDocument:
+        headers = _HeaderWatch()
         request = HTTPRequest(url, method="GET", follow_redirects=False, connect_timeout=self._timeout,
                               request_timeout=self._timeout, ssl_options=self._tls, decompress_response=False,
-                              headers={"Accept": "application/json", "User-Agent": "lbauth-client-documents/1"})
+                              header_callback=headers, headers={"Accept": "application/json",
+                                                                "User-Agent": "lbauth-client-documents/1"})
         try:
             response = await self.http.fetch(request, raise_error=False)
         except ForbiddenAddress:
             raise DocumentUnavailable("its host is not a public address") from None
-        except Exception as exc:  # noqa: BLE001 - refused, reset, TLS failure, too large...
+        except HTTPStreamClosedError:  # the client stops reading at DOCUMENT_MAX_BYTES by closing
+            raise DocumentUnavailable(headers.closed_reason()) from None
+        except Exception as exc:  # noqa: BLE001 - refused, reset, TLS failure, timeout...
             raise DocumentUnavailable(_failure(exc, self._timeout)) from None
         if 300 <= response.code < 400:
             raise DocumentUnavailable(f"it answered a redirect ({response.code}), which is not followed")
@@ -140,13 +145,30 @@ class DocumentFetcher:
             self._http = None
 
 
+class _HeaderWatch:
+    """The answer's header lines as they arrive (`header_callback`): why a stream closed early."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+
+    def closed_reason(self) -> str:
+        if not self.lines:
+            return "it closed the connection without an answer"
+        headers = HTTPHeaders.parse("".join(self.lines[1:]))
+        length = headers.get("Content-Length", "").strip()
+        if length.isdigit() and int(length) > DOCUMENT_MAX_BYTES:
+            return f"it is larger than {DOCUMENT_MAX_BYTES} bytes"
+        return f"it is larger than {DOCUMENT_MAX_BYTES} bytes, or its answer broke off"
+
+
 def _failure(error: BaseException, timeout: float) -> str:
     """A reason for the error page: what went wrong, without internals."""
     text = str(error)
     if "Timeout" in type(error).__name__ or "Timeout" in text:
         return f"it did not answer within {timeout:g} seconds"
-    if "too long" in text.lower() or "body" in text.lower() and "large" in text.lower():
-        return f"it is larger than {DOCUMENT_MAX_BYTES} bytes"
     if isinstance(error, ssl.SSLError) or "CERTIFICATE" in text.upper():
         return "its TLS certificate is not trusted"
     return f"it could not be fetched ({type(error).__name__})"
