@@ -196,6 +196,11 @@ async def test_a_valid_https_document_completes_the_authorization(dev: TestServe
     # NOTE: exchanging the code at /oauth/token as a public client needs helper pub's `none` method.
 
     # The user sees the app under its URL client id and revokes it by that id, percent-encoded.
+    # The connected-apps page links to the app's revoke page by its client id, one encoded segment.
+    revoke_page = "/account/apps/" + quote(client_id, safe="") + "/revoke"
+    assert revoke_page in (await session.get("/account/apps")).response.text
+    confirm = await session.get(revoke_page)
+    assert confirm.status == 200 and "Agent Smith" in confirm.text
     token = await dev.login(user["email"], user["password"])
     listed = (await dev.client.get("/api/auth/authorizations", bearer=token)).data
     assert [(item["clientId"], item["appName"]) for item in listed["items"]] == [(client_id, "Agent Smith")]
