@@ -147,8 +147,8 @@ def document(**fields: Any) -> dict[str, Any]:
             "scope": "userinfo", **fields}
 
 
-def request_url(client_id: str, redirect_uri: str = CALLBACK) -> str:
-    _, challenge = pkce_pair()
+def request_url(client_id: str, redirect_uri: str = CALLBACK, challenge: str | None = None) -> str:
+    challenge = challenge or pkce_pair()[1]
     return oauth_url(front_params(client_id, redirect_uri, code_challenge=challenge, code_challenge_method="S256"))
 
 
@@ -168,10 +168,11 @@ async def accepted(server: TestServer, client_id: str, redirect_uri: str = CALLB
 
 
 async def consent(server: TestServer, client_id: str, redirect_uri: str = CALLBACK,
-                  user: dict | None = None) -> tuple[PageSession, Any]:
+                  user: dict | None = None, challenge: str | None = None) -> tuple[PageSession, Any]:
     user = user or await server.create_user()
     session = PageSession(server)
-    page = await session.open_logged_in(request_url(client_id, redirect_uri), user["email"], user["password"])
+    page = await session.open_logged_in(request_url(client_id, redirect_uri, challenge), user["email"],
+                                        user["password"])
     assert page.status == 200 and page.consent_form() is not None, (page.status, page.text[:300])
     return session, page
 
@@ -233,6 +234,26 @@ async def test_a_desktop_agent_document_on_an_ephemeral_port(dev: TestServer, si
     # Redirect URIs not in the document: refused, the localhost rule is for operator apps only.
     for other in ("http://127.0.0.1:54321/other", "http://localhost:54321/", "https://evil.example/callback"):
         assert "redirect URI" in await refused(dev, client_id, other)
+
+
+@pytest.mark.xfail(strict=True, reason="needs helper pub's public-client method `none` at /oauth/token "
+                   "(branch i23-pub): remove this mark once merged")
+async def test_a_document_client_redeems_its_code_as_a_public_client(dev: TestServer, site: Site) -> None:
+    """Contract 17: a desktop agent's document completes the flow and gets a refresh token, though its
+    grant_types leave refresh_token out."""
+    client_id = site.publish("agent.json", {
+        "client_name": "Desktop Agent", "redirect_uris": ["http://127.0.0.1/callback"],
+        "token_endpoint_auth_method": "none", "grant_types": ["authorization_code"]}, https=False)
+    redirect_uri = "http://127.0.0.1:50123/callback"
+    verifier, challenge = pkce_pair()
+    session, page = await consent(dev, client_id, redirect_uri, challenge=challenge)
+    code = redirect_query((await session.decide(page, "approve")).location, redirect_uri)["code"][0]
+    answer = await dev.client.post("/oauth/token", form={
+        "grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "client_id": client_id,
+        "code_verifier": verifier})
+    assert answer.status == 200, answer.text
+    tokens = answer.json
+    assert tokens["access_token"] and tokens["refresh_token"]
 
 
 # ---- what is refused ---------------------------------------------------------------------------------------
