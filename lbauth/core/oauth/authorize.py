@@ -74,12 +74,18 @@ async def load_client(db: Database, client_id: Any, redirect_uri: Any,
         app = await db.read(apps_repo.by_client_id, client_id)
     if app is None:
         raise ApplicationNotFound()
-    registered = list(app.redirect_uris)
-    allowed = (urls.redirect_allowed(redirect_uri, registered) if app.registration == "operator"
-               else urls.is_registered(redirect_uri, registered)) if isinstance(redirect_uri, str) else False
-    if not allowed:
+    if not isinstance(redirect_uri, str) or not _may_redirect(app, redirect_uri):
         raise RedirectUriMismatch()
     return app
+
+
+def _may_redirect(app: App, uri: str) -> bool:
+    """A registered URI (a loopback one on any port) for every app; the localhost rule for unregistered
+    URIs only for an operator's app: a self-registered one lists all its URIs itself (contract 5)."""
+    registered = list(app.redirect_uris)
+    if app.registration == "operator":
+        return urls.redirect_allowed(uri, registered)
+    return urls.is_registered(uri, registered)
 
 
 async def redirect_uri_of(db: Database, target: str) -> str | None:
