@@ -456,3 +456,13 @@ async def test_the_resolver_guards_every_connection() -> None:
         await PublicOnlyResolver(allow_loopback=True).resolve("10.1.2.3", 443)
     resolved = await PublicOnlyResolver(allow_loopback=True).resolve("127.0.0.1", 443)
     assert [address[1][0] for address in resolved] == ["127.0.0.1"]
+
+
+def test_the_outbound_ca_file_must_hold_certificates(tmp_path: Path, site: Site) -> None:
+    from lbauth import settings
+    assert settings.load(environ={"LBAUTH_OUTBOUND_CA_FILE": str(site.ca)}).outbound_ca_file == site.ca
+    assert settings.load(environ={"LBAUTH_OUTBOUND_CA_FILE": ""}).outbound_ca_file is None
+    (tmp_path / "empty.pem").write_text("no certificate here")
+    for path in (tmp_path / "missing.pem", tmp_path / "empty.pem"):
+        with pytest.raises(settings.SettingsError, match="LBAUTH_OUTBOUND_CA_FILE"):
+            settings.load(environ={"LBAUTH_OUTBOUND_CA_FILE": str(path)})
