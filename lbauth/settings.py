@@ -52,6 +52,7 @@ class Settings:
     max_body_bytes: int = 1_048_576
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: int = 10
+    outbound_ca_file: Path | None = None  # contract 17: extra CAs trusted for outbound HTTPS
     # on (the defaults in lbauth/core/ratelimit.py), off, or overrides such as
     # "login-account=5/60,token-client=100/10" (requests/seconds; the others keep their defaults)
     rate_limits: bool | tuple[tuple[str, int, int], ...] = True
@@ -244,6 +245,21 @@ def _text(value: Any) -> str:
     return text
 
 
+def _ca_file(value: Any) -> Path | None:
+    """A PEM file of CA certificates that outbound HTTPS trusts besides the system's; empty: none."""
+    text = str(value).strip()
+    if not text:
+        return None
+    path = Path(text)
+    try:
+        pem = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {text!r}: {exc.strerror or exc}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise ValueError(f"{text!r} holds no PEM certificate")
+    return path
+
+
 def _log_level(value: Any) -> str:
     return _choice(("DEBUG", "INFO", "WARNING", "ERROR"))(str(value).strip().upper())
 
@@ -269,6 +285,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_body_bytes": _positive_int,
     "webhook_retry_schedule": _schedule,
     "webhook_timeout": _whole_seconds,
+    "outbound_ca_file": _ca_file,
     "rate_limits": _rate_limits,
     "metrics_token": _text,
     "log_level": _log_level,

@@ -53,6 +53,8 @@ def metadata(settings: Settings) -> dict:
         "request_uri_parameter_supported": False,
         # RFC 9207 3: every redirect to a client carries `iss`
         "authorization_response_iss_parameter_supported": True,
+        # contract 17: a client_id may be the https URL of its own metadata document
+        "client_id_metadata_document_supported": True,
         # lbauth's own: the revocation check-list feed that offline verifiers poll (contract 7, 9)
         "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
     }
