@@ -18,6 +18,7 @@ from lbauth.handlers import (
     oidc,
     ops,
     pages,
+    registration,
     wellknown,
 )
 from lbauth.handlers.authorize_page import AuthorizePage
@@ -49,6 +50,8 @@ ROUTES = [
     (r"/oauth/token", oauth_rfc.OAuthTokenHandler),
     (r"/oauth/revoke", oauth_rfc.OAuthRevokeHandler),
     (r"/oauth/introspect", oauth_rfc.OAuthIntrospectHandler),
+    (r"/oauth/register", registration.RegisterHandler),
+    (r"/oauth/register/([^/]+)", registration.ClientConfigurationHandler),
     (r"/.well-known/jwks.json", wellknown.JwksHandler),
     (r"/.well-known/oauth-authorization-server", wellknown.MetadataHandler),
     (r"/.well-known/oauth-authorization-server/(.+)", wellknown.IssuerPathMetadataHandler),

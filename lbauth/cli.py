@@ -28,6 +28,7 @@ from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_ke
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.core.oauth.revocation import ServerCheckList
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
+from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
@@ -211,6 +212,10 @@ async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -
     return await with_database(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
 
 
+async def cmd_registration_tokens_create(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: initial_tokens.create(db, SystemClock(), args.expires_in))
+
+
 async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
     return await with_database(settings, keys.list_keys)
 
@@ -331,6 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=outbox.STATUSES)
     p = command(w, "redeliver", cmd_webhooks_redeliver, "queue an event again, now, with a fresh retry schedule")
     p.add_argument("event_id", metavar="EVENT_ID")
+
+    r = sub.add_parser("registration-tokens", help="initial access tokens for dynamic registration").add_subparsers(
+        dest="registration_tokens_command", metavar="COMMAND", required=True)
+    p = command(r, "create", cmd_registration_tokens_create,
+                "an initial access token for POST /oauth/register (RFC 7591), reusable until it expires; "
+                "prints it this once")
+    p.add_argument("--expires-in", type=int, default=initial_tokens.DEFAULT_TTL, metavar="SECONDS",
+                   help="its lifetime (default %(default)s: 24 hours)")
 
     k = sub.add_parser("keys", help="signing keys and master keys").add_subparsers(
         dest="keys_command", metavar="COMMAND", required=True)

@@ -6,7 +6,7 @@ outbox events and POSTs each one, signed afresh, to its app's webhook URL.
 - Bounded: at most `max_in_flight` deliveries per process and `per_app` per app, so a slow
   receiver cannot pile up work; deliveries are async I/O and never hold up the API.
 - Redirects are never followed. In production the address a webhook host resolves to is checked
-  when connecting: loopback, private and link-local addresses are refused.
+  when connecting: every address that is not globally routable is refused (lbauth/outbound.py).
 - The database away: claims back off (0.5 s, doubling, at most CLAIM_BACKOFF_MAX seconds), with
   one warning per back-off and no traceback; the first claim that succeeds resumes the usual pace.
 """
@@ -17,18 +17,16 @@ import asyncio
 import collections
 import email.utils
 import logging
-import socket
 import time
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-from tornado.netutil import DefaultLoopResolver, Resolver
 
 from lbauth import logs, webhooks
-from lbauth.core import urls
 from lbauth.core.clients import outbox
 from lbauth.core.clients.apps import webhook_secret_purpose
 from lbauth.core.crypto.masterkey import MasterKeyError
 from lbauth.errors import ServerUnavailable
+from lbauth.outbound import ForbiddenAddress, PublicOnlyResolver
 from lbauth.services import Services
 
 log = logging.getLogger("lbauth.webhooks")
@@ -41,25 +39,6 @@ def lease_seconds(timeout: int) -> int:
     """How long a claimed event is ours: the attempt's timeout twice over (connect, then answer),
     plus time to record the outcome. A process that dies holding it delays the event this long."""
     return 2 * timeout + 5
-
-
-class ForbiddenAddress(OSError):
-    """The webhook host resolves only to addresses a production server must not call."""
-
-
-class PublicOnlyResolver(Resolver):
-    """Resolves as usual, then drops loopback, private and link-local addresses (SSRF guard).
-    The HTTP client connects to what this returns, so there is no gap between check and use."""
-
-    def initialize(self) -> None:
-        self._resolver = DefaultLoopResolver()
-
-    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC):
-        addresses = await self._resolver.resolve(host, port, family)
-        allowed = [(fam, addr) for fam, addr in addresses if not urls.is_forbidden_address(addr[0])]
-        if not allowed:
-            raise ForbiddenAddress(f"{host} resolves only to non-public addresses")
-        return allowed
 
 
 def _discard(chunk: bytes) -> None:

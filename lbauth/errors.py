@@ -123,6 +123,17 @@ class RedirectUriMismatch(UntrustedClientRequest):
     message = "The redirect URI does not match the application's configuration."
 
 
+class ClientDocumentInvalid(UntrustedClientRequest):
+    """A client id naming a metadata document that cannot be used (contract 17): the error page
+    says what was wrong with it."""
+    sub_code, rfc_error = "oauth2.client_document.invalid", "invalid_client"
+    message = "The client's metadata document cannot be used."
+
+    @classmethod
+    def because(cls, reason: str) -> ClientDocumentInvalid:
+        return cls(f"The client's metadata document (its client_id URL) cannot be used: {reason}.")
+
+
 class ScopeInvalid(LbauthError):
     sub_code, rfc_error, message = "oauth2.scope.invalid", "invalid_scope", "The requested scope is invalid."
 

@@ -113,6 +113,7 @@ class RunningServer:
         except TimeoutError:
             log.warning("stopping with webhook deliveries in flight; they will be retried when their leases end")
         self.deliverer.close()
+        self.services.document_fetcher.close()
         await self.http_server.close_all_connections()
         await self.services.db.close()
 

@@ -17,8 +17,10 @@ from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.ratelimit import RateLimiter
+from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
+from lbauth.outbound import DocumentFetcher
 from lbauth.settings import Settings
 from lbauth.storage.db import RETRY_AFTER_SECONDS, Database
 
@@ -45,6 +47,9 @@ class Services:
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
+        self.document_fetcher = DocumentFetcher(self.settings)
+        self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
+                                                development=self.settings.development)
 
     @property
     def app_policy(self) -> AppPolicy:

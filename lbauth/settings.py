@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 
 SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
 ENVIRONMENTS = ("development", "production")
+# RFC 7591 dynamic registration (contract 17): anyone may register, only with an initial access
+# token (`lbauth registration-tokens create`), or not at all.
+REGISTRATION_MODES = ("open", "token", "off")
 # About 3 days in all: 10 s, 1 min, 5 min, 30 min, 1 h, then every 3 h (contract section 10).
 DEFAULT_RETRY_SCHEDULE = (10, 60, 300, 1800, 3600) + (10800,) * 23
 
@@ -49,11 +52,13 @@ class Settings:
     max_body_bytes: int = 1_048_576
     webhook_retry_schedule: tuple[int, ...] = DEFAULT_RETRY_SCHEDULE
     webhook_timeout: int = 10
+    outbound_ca_file: Path | None = None  # contract 17: extra CAs trusted for outbound HTTPS
     # on (the defaults in lbauth/core/ratelimit.py), off, or overrides such as
     # "login-account=5/60,token-client=100/10" (requests/seconds; the others keep their defaults)
     rate_limits: bool | tuple[tuple[str, int, int], ...] = True
     metrics_token: str | None = None
     log_level: str = "INFO"
+    registration: str = ""  # default: open in development, token in production
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -123,7 +128,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return parse
 
 
-_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address)=(\d+)/(\d+)")
+_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address|register-address)=(\d+)/(\d+)")
 
 
 def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
@@ -138,7 +143,8 @@ def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
         match = _RATE_LIMIT.fullmatch(part.strip())
         if not match or int(match[2]) < 1 or int(match[3]) < 1:
             raise ValueError("must be on, off, or overrides like login-account=5/60,token-client=100/10 "
-                             "(kinds: token-client, token-address, login-account, login-address)")
+                             "(kinds: token-client, token-address, login-account, login-address, "
+                             "register-address)")
         overrides.append((match[1], int(match[2]), int(match[3])))
     return tuple(overrides)
 
@@ -239,6 +245,21 @@ def _text(value: Any) -> str:
     return text
 
 
+def _ca_file(value: Any) -> Path | None:
+    """A PEM file of CA certificates that outbound HTTPS trusts besides the system's; empty: none."""
+    text = str(value).strip()
+    if not text:
+        return None
+    path = Path(text)
+    try:
+        pem = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {text!r}: {exc.strerror or exc}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in pem:
+        raise ValueError(f"{text!r} holds no PEM certificate")
+    return path
+
+
 def _log_level(value: Any) -> str:
     return _choice(("DEBUG", "INFO", "WARNING", "ERROR"))(str(value).strip().upper())
 
@@ -264,9 +285,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_body_bytes": _positive_int,
     "webhook_retry_schedule": _schedule,
     "webhook_timeout": _whole_seconds,
+    "outbound_ca_file": _ca_file,
     "rate_limits": _rate_limits,
     "metrics_token": _text,
     "log_level": _log_level,
+    "registration": _choice(REGISTRATION_MODES),
 }
 
 # Settings that may be given as a command-line flag. The master key and the metrics token are
@@ -335,6 +358,7 @@ def _complete(s: Settings) -> Settings:
     changes["auth_url"] = s.auth_url or base_url
     changes["issuer"] = s.issuer or base_url
     changes["audience"] = s.audience or base_url
+    changes["registration"] = s.registration or ("open" if s.development else "token")
     problem = issuer_problem(changes["issuer"])
     if problem:
         where = "LBAUTH_ISSUER" if s.issuer else "LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL)"

@@ -271,7 +271,7 @@ async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[
 # ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------
 
 # An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
-_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
 _TEST_PASSWORDS = ("correct horse battery",)  # TestServer.create_user's default
 
 

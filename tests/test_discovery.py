@@ -127,7 +127,9 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "request_parameter_supported": False,
         "request_uri_parameter_supported": False,
         "authorization_response_iss_parameter_supported": True,  # RFC 9207
+        "client_id_metadata_document_supported": True,  # contract 17
         "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
+        "registration_endpoint": f"{base}/oauth/register",  # RFC 7591 (contract 17)
     }
 
 

@@ -99,6 +99,7 @@ class Seeded:
     log: Path
     other_email: str = ""  # a second user, whose sessions are ended and password changed (to itself)
     doomed: list[str] = field(default_factory=list)  # users that deleteAccount may delete, one each
+    registration: dict = field(default_factory=dict)  # a dynamic registration (RFC 7591) to read
     statuses: dict[str, collections.Counter] = field(
         default_factory=lambda: collections.defaultdict(collections.Counter))
 
@@ -122,6 +123,12 @@ class Seeded:
         """A live grant to revoke (the console fuzzing may have changed the app: then no grant)."""
         self.post("/api/oauth/authorize/external", headers={"Authorization": f"Bearer {self.user_token}"},
                   json={"clientId": self.spare["clientId"], "redirectUri": LOCAL_URI, "scope": ["userinfo"]})
+
+    def register(self) -> dict:
+        """A client registered through RFC 7591 (the fuzzing server runs with registration open)."""
+        r = self.post("/oauth/register", json={"redirect_uris": [REDIRECT_URI], "client_name": "Fuzz Agent"})
+        assert r.status_code == 201, r.text
+        return r.json()
 
     def sign_in(self, email: str | None = None) -> str:
         """A fresh user token: a session of its own, for the operations that end one."""
@@ -229,6 +236,7 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         openid = seeded.tokens(seeded.app, scope=("openid", "profile", "email"))
         seeded.openid_access_token, seeded.id_token = openid["access_token"], openid["id_token"]
         seeded.session, seeded.xsrf = seeded.page_session()
+        seeded.registration = seeded.register()
         yield seeded
         print(f"\n{request.param}: the server's log (tracebacks of any 5xx): {log}")
         print(f"{request.param}: statuses per operation (run with -s to see them):")
@@ -411,6 +419,14 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             _page(case, seeded, *seeded.page_session())
         case "endOtherSessionsSubmit":  # the other user's browser: the seeded sessions stay
             _page(case, seeded, *seeded.page_session(seeded.other_email))
+        case "registerClient":
+            if variant % 2:  # a valid registration, now and then
+                _with_fields(case, redirect_uris=[REDIRECT_URI])
+        case "readRegistration" | "deleteRegistration":  # a deletion deletes one made for it
+            registration = seeded.registration if case.operation.definition.raw["operationId"] == \
+                "readRegistration" else seeded.register()
+            _with_header(case, "Authorization", f"Bearer {registration['registration_access_token']}")
+            case.path_parameters = {"clientId": registration["client_id"]}
         case "staticFile":
             case.path_parameters = {"file": "lbauth.css"}
     return mode

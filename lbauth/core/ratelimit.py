@@ -2,7 +2,8 @@
 memory, per process, on the injected clock.
 
 Keys name what is limited: ("token-client", client_id), ("token-address", ip),
-("login-account", email), ("login-address", ip). A request over a limit is refused with 429
+("login-account", email), ("login-address", ip), ("register-address", ip) (RFC 7591 registration
+and RFC 7592 reads and deletes, contract 17). A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers
 each counts on its own, so the effective limit is at most `workers` times the one below.
 """
@@ -29,6 +30,8 @@ LIMITS = {
     "token-address": Limit(1200, 60),
     "login-account": Limit(10, 60),
     "login-address": Limit(100, 60),
+    # Each registration makes an app: a client registers once per installation, not per request.
+    "register-address": Limit(20, 60),
 }
 
 

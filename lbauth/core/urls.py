@@ -113,15 +113,59 @@ def check_webhook_url(url: str, *, development: bool) -> str:
     return url
 
 
-def is_forbidden_address(host: str) -> bool:
-    """Loopback, private, link-local and other non-public addresses (a production webhook must not
-    reach into the server's own network). Names are checked after resolution, at delivery."""
-    if host.lower() in ("localhost", "localhost.") or host.lower().endswith(".localhost"):
-        return True
+def is_forbidden_address(host: str, *, allow_loopback: bool = False) -> bool:
+    """Any address that is not globally routable (`is_public_address`), and the `localhost` names:
+    what a production server must not call (webhooks, metadata documents: contract 10 and 17).
+    `allow_loopback`: development, where a document or webhook receiver on this machine is fine.
+    Names are checked again after resolution, when connecting."""
+    lowered = host.lower()
+    if lowered in ("localhost", "localhost.") or lowered.endswith((".localhost", ".localhost.")):
+        return not allow_loopback
     try:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return not address.is_global
+    if allow_loopback and _unwrapped(address).is_loopback:
+        return False
+    return not is_public_address(address)
+
+
+# Special-use blocks that Python 3.11's `is_global` still calls global (IANA special-purpose
+# registries, RFC 6890 and successors).
+_NOT_PUBLIC_V4 = tuple(ipaddress.IPv4Network(n) for n in (
+    "0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"))
+_NOT_PUBLIC_V6 = tuple(ipaddress.IPv6Network(n) for n in (
+    "::/8",             # unspecified, loopback, IPv4-compatible and -mapped, IPv4-translated (RFC 2765)
+    "64:ff9b::/96",     # NAT64 (RFC 6052): would reach the IPv4 address it embeds
+    "64:ff9b:1::/48",   # local-use NAT64 (RFC 8215)
+    "100::/64",         # discard-only (RFC 6666)
+    "2001::/23",        # IETF protocol assignments, Teredo 2001::/32 among them
+    "2001:db8::/32",    # documentation (RFC 3849)
+    "2002::/16",        # 6to4 (RFC 3056): would reach the IPv4 address it embeds
+    "3fff::/20",        # documentation (RFC 9637)
+    "5f00::/16",        # SRv6 SIDs (RFC 9602)
+    "fc00::/7",         # unique-local (RFC 4193)
+    "fe80::/10",        # link-local
+    "fec0::/10",        # site-local (deprecated, RFC 3879)
+    "ff00::/8"))        # multicast
+
+
+def _unwrapped(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The IPv4 address an IPv4-mapped IPv6 address (::ffff:a.b.c.d) stands for; else the address."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Globally routable (contract 17's address guard): not loopback, private, link-local, CGNAT,
+    reserved, multicast, unspecified, documentation, benchmarking, unique-local, nor an IPv6 form
+    (mapped, translated, NAT64, 6to4, Teredo) that carries an IPv4 address to another network."""
+    address = _unwrapped(address)
+    if (not address.is_global or address.is_multicast or address.is_private or address.is_reserved
+            or address.is_loopback or address.is_link_local or address.is_unspecified):
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return not any(address in network for network in _NOT_PUBLIC_V4)
+    return not any(address in network for network in _NOT_PUBLIC_V6)

@@ -7,6 +7,7 @@ notice, or the page again with the error beside its field and what the user type
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from lbauth.core import scopes
 from lbauth.core.accounts.accounts import MAX_BIO, MAX_NAME, MAX_TAG, MAX_TAGS, profile_of
@@ -184,4 +185,4 @@ class RevokeAppPage(PageHandler):
     @signed_in(next_url="/account/apps", status=401)
     async def post(self, client_id: str, form: dict[str, Any]) -> None:
         await self.services.oauth.revoke_authorization(self.user.id, client_id)
-        self.redirect(f"/account/apps?revoked={client_id}", status=303)
+        self.redirect("/account/apps?" + urlencode({"revoked": client_id}), status=303)

@@ -26,6 +26,7 @@ from lbauth.errors import (
     ValidationFailed,
 )
 from lbauth.handlers.pages import PageHandler, with_query
+from lbauth.storage.records import App
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
                    "code_challenge_method", "nonce")
@@ -58,7 +59,8 @@ class AuthorizePage(PageHandler):
         for name in ("client_id", "redirect_uri"):  # the two that decide whether redirecting is safe
             if len(params.get(name, [])) != 1:
                 raise ValidationFailed(f"{name} must be sent exactly once")
-        app = await authorize.load_client(self.services.db, params["client_id"][0], params["redirect_uri"][0])
+        app = await authorize.load_client(self.services.db, params["client_id"][0], params["redirect_uri"][0],
+                                          self.services.client_documents)
         try:
             request = authorize.check_front_channel(app, params)
             openid = self.openid_parameters(request, params)
@@ -147,7 +149,7 @@ class AuthorizePage(PageHandler):
         hidden = _hidden_fields(request)
         if openid is not None and openid.nonce is not None:
             hidden.append(("nonce", openid.nonce))
-        self.render_page("consent.html", app=request.app, request=request,
+        self.render_page("consent.html", app=request.app, request=request, registered_by=_registered_by(request.app),
                          scopes=[(name, scopes.SCOPES[name]) for name in request.scopes],
                          hidden=hidden, redirect_host=urlsplit(request.redirect_uri).netloc)
 
@@ -162,6 +164,20 @@ class AuthorizePage(PageHandler):
             self.continue_page(target, "Return to the app", "Your choice is sent to the app that asked.")
         else:
             self.redirect(target, status=303)
+
+
+def _registered_by(app: App) -> dict[str, str | None] | None:
+    """What the consent page says of an app that registered itself (contract 17): not verified by
+    the operator; for a metadata document, the host that publishes it and its `client_uri`. None
+    for an operator's app."""
+    if app.registration == "operator":
+        return None
+    metadata = app.client_metadata or {}
+    client_uri = metadata.get("client_uri")
+    return {"kind": app.registration,
+            "client_id_host": urlsplit(app.client_id).hostname if app.registration == "document" else None,
+            "client_uri": client_uri if isinstance(client_uri, str) and client_uri.startswith(("https://", "http://"))
+            else None}
 
 
 def _hidden_fields(request: AuthorizationRequest) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ class AuthorizeExternalHandler(BaseHandler):
         client_id, redirect_uri, scope = require(body, "clientId", "redirectUri", "scope")
         if not isinstance(client_id, str) or not isinstance(redirect_uri, str):
             raise ValidationFailed("clientId and redirectUri must be strings")
-        app = await authorize.load_client(s.db, client_id, redirect_uri)
+        app = await authorize.load_client(s.db, client_id, redirect_uri, s.client_documents)
         request = authorize.check_api_request(app, redirect_uri, scope, body.get("state"), body.get("codeChallenge"),
                                               body.get("codeChallengeMethod"))
         nonce = body.get("nonce")

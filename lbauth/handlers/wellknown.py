@@ -24,9 +24,10 @@ _PUBLIC_CLIENT_AUTH_METHODS = [*_CLIENT_AUTH_METHODS, "none"]
 
 
 def metadata(settings: Settings) -> dict:
-    """RFC 8414 section 2 and OpenID Connect Discovery 1.0 section 3, one object for both (contract 8)."""
+    """RFC 8414 section 2 and OpenID Connect Discovery 1.0 section 3, one object for both (contract 8);
+    `registration_endpoint` (RFC 7591) unless LBAUTH_REGISTRATION is off (contract 17)."""
     base, pages = settings.base_url, settings.auth_url
-    return {
+    document = {
         "issuer": settings.issuer,  # byte for byte (contract 1)
         "authorization_endpoint": f"{pages}/oauth/",
         "token_endpoint": f"{base}/oauth/token",
@@ -52,9 +53,14 @@ def metadata(settings: Settings) -> dict:
         "request_uri_parameter_supported": False,
         # RFC 9207 3: every redirect to a client carries `iss`
         "authorization_response_iss_parameter_supported": True,
+        # contract 17: a client_id may be the https URL of its own metadata document
+        "client_id_metadata_document_supported": True,
         # lbauth's own: the revocation check-list feed that offline verifiers poll (contract 7, 9)
         "revocation_feed_endpoint": f"{base}/api/oauth/revocations",
     }
+    if settings.registration != "off":
+        document["registration_endpoint"] = f"{base}/oauth/register"
+    return document
 
 
 def metadata_path(issuer: str) -> str:

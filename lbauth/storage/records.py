@@ -78,6 +78,14 @@ class App:
         """A public client (RFC 6749 2.1, contract 17): no secret; PKCE S256 required."""
         return self.token_endpoint_auth_method == "none"  # noqa: S105 (a method name, not a secret)
 
+    @property
+    def default_scopes(self) -> list[str]:
+        """What a request without `scope` asks for: the `scope` an app registered itself with (RFC
+        7591 2, contract 17), within its allowed scopes; otherwise all of them. Never a ceiling."""
+        registered = (self.client_metadata or {}).get("scope")
+        wanted = set(registered.split()) if isinstance(registered, str) else set()
+        return [s for s in self.scopes if s in wanted] or list(self.scopes)
+
 
 class _Keep(Enum):
     KEEP = "keep"

@@ -1,6 +1,7 @@
 """Opaque credentials (contract section 6): prefixed random strings, stored only as SHA-256.
 
-Codes `lba_ac_`, refresh tokens `lba_rt_`, user tokens `lba_ut_` and client secrets `lba_cs_`
+Codes `lba_ac_`, refresh tokens `lba_rt_`, user tokens `lba_ut_`, client secrets `lba_cs_`, and for
+RFC 7591 registration initial access tokens `lba_iat_` and registration access tokens `lba_rat_`
 (access tokens, `lba_at_` + a JWT, are lbauth.verify's)
 carry 256 bits of randomness after the prefix. They are high-entropy, so a plain SHA-256 is the
 right hash (a slow password hash would only cap the token endpoint).
@@ -18,6 +19,8 @@ REFRESH_TOKEN = "lba_rt_"  # noqa: S105
 USER_TOKEN = "lba_ut_"  # noqa: S105
 CLIENT_SECRET = "lba_cs_"  # noqa: S105
 WEBHOOK_SECRET = "lba_whs_"  # noqa: S105
+INITIAL_ACCESS_TOKEN = "lba_iat_"  # noqa: S105 (RFC 7591 3: lets a client register)
+REGISTRATION_ACCESS_TOKEN = "lba_rat_"  # noqa: S105 (RFC 7592 3: lets it read and delete its registration)
 
 
 def new_secret(prefix: str) -> str:

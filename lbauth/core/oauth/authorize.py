@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from lbauth.clock import Clock
 from lbauth.core import scopes, urls
 from lbauth.core.crypto import opaque
+from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import (
     ApplicationNotFound,
     AuthorizationRedirect,
@@ -60,16 +61,31 @@ class AuthorizationRequest:
         return not urls.is_registered(self.redirect_uri, list(self.app.redirect_uris))
 
 
-async def load_client(db: Database, client_id: Any, redirect_uri: Any) -> App:
-    """Phase 1a: the app and a redirect URI it may use, or a fatal error."""
+async def load_client(db: Database, client_id: Any, redirect_uri: Any,
+                      documents: ClientDocuments | None = None) -> App:
+    """Phase 1a: the app and a redirect URI it may use, or a fatal error. With `documents`, a
+    client id naming a metadata document loads (or fetches) the client it registers (contract 17);
+    without, only the stored copy is looked at. Only operator apps have the localhost rule."""
     if not isinstance(client_id, str) or not client_id:
         raise ValidationFailed("Field required: client_id")
-    app = await db.read(apps_repo.by_client_id, client_id)
+    if documents is not None and documents.names_document(client_id):
+        app: App | None = await documents.app(client_id)
+    else:
+        app = await db.read(apps_repo.by_client_id, client_id)
     if app is None:
         raise ApplicationNotFound()
-    if not isinstance(redirect_uri, str) or not urls.redirect_allowed(redirect_uri, list(app.redirect_uris)):
+    if not isinstance(redirect_uri, str) or not _may_redirect(app, redirect_uri):
         raise RedirectUriMismatch()
     return app
+
+
+def _may_redirect(app: App, uri: str) -> bool:
+    """A registered URI (a loopback one on any port) for every app; the localhost rule for unregistered
+    URIs only for an operator's app: a self-registered one lists all its URIs itself (contract 5)."""
+    registered = list(app.redirect_uris)
+    if app.registration == "operator":
+        return urls.redirect_allowed(uri, registered)
+    return urls.is_registered(uri, registered)
 
 
 async def redirect_uri_of(db: Database, target: str) -> str | None:
@@ -122,7 +138,7 @@ def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redire
     if state and len(state) > MAX_STATE_LENGTH:
         raise ValidationFailed(f"state must be at most {MAX_STATE_LENGTH} characters")
     scope = _one(params, "scope")
-    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.scopes)
+    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.default_scopes)
     _check_allowed(app, requested)
     challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"), app)
     return AuthorizationRequest(app, redirect_uri, requested, state, challenge)

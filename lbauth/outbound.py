@@ -1,0 +1,174 @@
+"""Requests lbauth itself makes to addresses others chose: webhook deliveries (contract 10) and
+client ID metadata documents (contract 17, draft-ietf-oauth-client-id-metadata-document-01).
+
+- The address guard sits in the resolver: the HTTP client connects only to what it returns, so
+  there is no gap between the check and the connection (no DNS rebinding in between).
+- Metadata documents: GET with `Accept: application/json`, no redirect followed, 5 s, 5 KiB, only a
+  200 JSON object; HTTPS trusts the system's store plus LBAUTH_OUTBOUND_CA_FILE; the answer's HTTP
+  caching (max-age, else Expires) says how long it may be used, at most 24 h.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import socket
+import ssl
+
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httputil import HTTPHeaders
+from tornado.netutil import DefaultLoopResolver, Resolver
+from tornado.simple_httpclient import HTTPStreamClosedError
+
+from lbauth.core import urls
+from lbauth.core.registration.documents import (
+    DOCUMENT_MAX_BYTES,
+    DOCUMENT_TIMEOUT,
+    MAX_CACHE_SECONDS,
+    DocumentUnavailable,
+    FetchedDocument,
+)
+from lbauth.settings import Settings
+
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
+_NO_CACHING = re.compile(r"(?:^|,)\s*(?:no-store|no-cache)\b", re.IGNORECASE)
+
+
+class ForbiddenAddress(OSError):
+    """The host resolves only to addresses a production server must not call."""
+
+
+class PublicOnlyResolver(Resolver):
+    """Resolves as usual, then drops every address that is not globally routable (the SSRF guard,
+    `urls.is_forbidden_address`); `allow_loopback` keeps loopback ones (development)."""
+
+    def initialize(self, allow_loopback: bool = False) -> None:  # type: ignore[override]
+        self._resolver = DefaultLoopResolver()
+        self._allow_loopback = allow_loopback
+
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC):
+        addresses = await self._resolver.resolve(host, port, family)
+        allowed = [(fam, addr) for fam, addr in addresses
+                   if not urls.is_forbidden_address(addr[0], allow_loopback=self._allow_loopback)]
+        if not allowed:
+            raise ForbiddenAddress(f"{host} resolves only to addresses that are not globally routable")
+        return allowed
+
+
+def outbound_tls(settings: Settings) -> ssl.SSLContext:
+    """The system's trusted CAs plus the PEM file LBAUTH_OUTBOUND_CA_FILE names (a private CA)."""
+    context = ssl.create_default_context()
+    if settings.outbound_ca_file:
+        context.load_verify_locations(cafile=str(settings.outbound_ca_file))
+    return context
+
+
+def freshness_seconds(headers: HTTPHeaders, now: float) -> int:
+    """How long the answer may be used (RFC 9111 4.2.1), at most 24 h: `no-store` or `no-cache`
+    never; `max-age`; else `Expires` minus `Date` (or now); no caching header at all: never, so a
+    document without one is fetched at every authorization request."""
+    cache_control = ",".join(headers.get_list("Cache-Control"))
+    if _NO_CACHING.search(cache_control):
+        return 0
+    match = _MAX_AGE.search(cache_control)
+    if match:
+        lifetime = int(match.group(1))
+    else:
+        expires = _http_date(headers.get("Expires"))
+        if expires is None:
+            return 0
+        lifetime = int(expires - (_http_date(headers.get("Date")) or now))
+    age = headers.get("Age", "").strip()
+    if age.isdigit():
+        lifetime -= int(age)
+    return max(0, min(lifetime, MAX_CACHE_SECONDS))
+
+
+def _http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value.strip()).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+class DocumentFetcher:
+    """Fetches client ID metadata documents for the core (`documents.Fetcher`)."""
+
+    def __init__(self, settings: Settings, *, timeout: float = DOCUMENT_TIMEOUT) -> None:
+        self._tls = outbound_tls(settings)
+        self._timeout = timeout
+        self._allow_loopback = settings.development
+        self._http: AsyncHTTPClient | None = None  # made on first use, on the serving event loop
+
+    @property
+    def http(self) -> AsyncHTTPClient:
+        if self._http is None:
+            resolver = PublicOnlyResolver(allow_loopback=self._allow_loopback)
+            self._http = AsyncHTTPClient(force_instance=True, resolver=resolver, max_body_size=DOCUMENT_MAX_BYTES)
+        return self._http
+
+    async def fetch(self, url: str, now: float) -> FetchedDocument:
+        headers = _HeaderWatch()
+        request = HTTPRequest(url, method="GET", follow_redirects=False, connect_timeout=self._timeout,
+                              request_timeout=self._timeout, ssl_options=self._tls, decompress_response=False,
+                              header_callback=headers, headers={"Accept": "application/json",
+                                                                "User-Agent": "lbauth-client-documents/1"})
+        try:
+            response = await self.http.fetch(request, raise_error=False)
+        except ForbiddenAddress:
+            raise DocumentUnavailable("its host is not a public address") from None
+        except HTTPStreamClosedError:  # the client stops reading at DOCUMENT_MAX_BYTES by closing
+            raise DocumentUnavailable(headers.closed_reason()) from None
+        except Exception as exc:  # noqa: BLE001 - refused, reset, TLS failure, timeout...
+            raise DocumentUnavailable(_failure(exc, self._timeout)) from None
+        if 300 <= response.code < 400:
+            raise DocumentUnavailable(f"it answered a redirect ({response.code}), which is not followed")
+        if response.code != 200:
+            raise DocumentUnavailable(f"it answered HTTP {response.code}, not 200")
+        body = response.body or b""
+        if len(body) > DOCUMENT_MAX_BYTES:
+            raise DocumentUnavailable(f"it is larger than {DOCUMENT_MAX_BYTES} bytes")
+        try:
+            document = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise DocumentUnavailable("it is not JSON") from None
+        if not isinstance(document, dict):
+            raise DocumentUnavailable("it is not a JSON object")
+        return FetchedDocument(document, freshness_seconds(response.headers, now))
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+
+class _HeaderWatch:
+    """The answer's header lines as they arrive (`header_callback`): why a stream closed early."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+
+    def closed_reason(self) -> str:
+        if not self.lines:
+            return "it closed the connection without an answer"
+        headers = HTTPHeaders.parse("".join(self.lines[1:]))
+        length = headers.get("Content-Length", "").strip()
+        if length.isdigit() and int(length) > DOCUMENT_MAX_BYTES:
+            return f"it is larger than {DOCUMENT_MAX_BYTES} bytes"
+        return f"it is larger than {DOCUMENT_MAX_BYTES} bytes, or its answer broke off"
+
+
+def _failure(error: BaseException, timeout: float) -> str:
+    """A reason for the error page: what went wrong, without internals."""
+    text = str(error)
+    if "Timeout" in type(error).__name__ or "Timeout" in text:
+        return f"it did not answer within {timeout:g} seconds"
+    if isinstance(error, ssl.SSLError) or "CERTIFICATE" in text.upper():
+        return "its TLS certificate is not trusted"
+    return f"it could not be fetched ({type(error).__name__})"
