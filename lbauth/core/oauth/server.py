@@ -79,13 +79,13 @@ class AuthorizationServer:
     async def revoke(self, client: ClientCredentials, token: str) -> None:
         app = await self.authenticate(client)
         await revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
-                                      token=token, issuer=self.settings.issuer, audience=self.settings.audience,
+                                      token=token, issuer=self.settings.issuer, audience=None,
                                       access_ttl=self.settings.access_token_ttl)
 
     async def introspect(self, client: ClientCredentials, token: str) -> dict[str, Any]:
         app = await self.authenticate(client)
         return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
-                                           issuer=self.settings.issuer, audience=self.settings.audience)
+                                           issuer=self.settings.issuer, audience=None)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 
