@@ -41,9 +41,8 @@ def normalize(uri: Any) -> str | None:
         if port is not None and port != _DEFAULT_PORTS.get(scheme):
             netloc += f":{port}"
         path = parts.path or "/"
-    else:
-        netloc, path = "", parts.path
-    return urlunsplit((scheme, netloc, path, parts.query, ""))
+        return urlunsplit((scheme, netloc, path, parts.query, ""))
+    return scheme + uri[len(parts.scheme):]  # no authority (a URN, say): only the scheme's case
 
 
 def same_resource(a: Any, b: Any) -> bool:
