@@ -382,3 +382,20 @@ async def test_a_tornado_resource_service_publishes_its_metadata_and_challenges_
         service.stop()
         verifier.close()
         await asyncio.sleep(0)
+
+
+async def test_the_server_side_authorize_api_takes_resources_too(server):
+    await register(server, NOTES, scopes=["chat.read"])
+    s = await full_setup(server)
+
+    async def authorize_api(**extra):
+        return await server.client.post("/api/oauth/authorize/external", bearer=s.token, json={
+            "clientId": s.client_id, "redirectUri": s.redirect_uri, "scope": ["userinfo", "chat.read"], **extra})
+
+    r = await authorize_api(resource=["https://NOTES.example/mcp"])
+    assert r.status == 200, r.text
+    exchanged = await code_exchange(server, s, r.data["code"])
+    assert exchanged.json["scope"] == "chat.read" and claims(exchanged.json["access_token"])["aud"] == [NOTES]
+    (await authorize_api(resource=["https://unknown.example/"])).assert_error(400, "oauth2.target.invalid")
+    (await authorize_api(resource=NOTES)).assert_error(400, "request.validation_failed")  # not an array
+    (await authorize_api(scope=["userinfo"], resource=[NOTES])).assert_error(400, "oauth2.scope.invalid")

@@ -140,29 +140,38 @@ def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redire
 
 
 async def with_resources(db: Database, request: AuthorizationRequest) -> AuthorizationRequest:
-    """Phase 1c, RFC 8707 (contract 17): the registered resources the request names (an unknown
-    one is invalid_target, at the redirect URI), and its scopes within their lists: requested scopes
-    outside them are dropped, and a request without `scope` gets the app's scopes within them,
-    never `openid`. A request naming no resource is returned as it is, with no statement."""
-    if not request.resource_indicators:
-        return request
+    """Phase 1c for GET {auth_url}/oauth/: `resolve_resources`, its errors at the redirect URI."""
     try:
-        named = await resources.registered(db, request.resource_indicators)
-        if request.scope_sent:
-            kept = resources.allowed_scopes(request.scopes, named)
-        else:
-            kept = resources.default_scopes(request.app.scopes, named)
-        if not kept:
-            raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
+        return await resolve_resources(db, request)
     except LbauthError as error:
         raise AuthorizationRedirect(error, request.redirect_uri, request.state) from None
+
+
+async def resolve_resources(db: Database, request: AuthorizationRequest) -> AuthorizationRequest:
+    """Phase 1c, RFC 8707 (contract 17): the registered resources the request names (an unknown
+    one is invalid_target), and its scopes within their lists: requested scopes outside them are
+    dropped, and a request without `scope` gets the app's scopes within them, never `openid`
+    (nothing left: invalid_scope). A request naming no resource is returned as it is, with no
+    statement."""
+    if not request.resource_indicators:
+        return request
+    named = await resources.registered(db, request.resource_indicators)
+    if request.scope_sent:
+        kept = resources.allowed_scopes(request.scopes, named)
+    else:
+        kept = resources.default_scopes(request.app.scopes, named)
+    if not kept:
+        raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
     return replace(request, scopes=kept, resources=named)
 
 
 def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, challenge: Any,
-                      method: Any) -> AuthorizationRequest:
+                      method: Any, resource: Any = None) -> AuthorizationRequest:
     """Phase 1b for POST /api/oauth/authorize/external (spec 4.2): errors are envelopes. `scope` is
-    a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5)."""
+    a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5);
+    `resource` (RFC 8707, contract 17), when sent, an array of strings too."""
+    if resource is not None and (not isinstance(resource, list) or not all(isinstance(r, str) for r in resource)):
+        raise ValidationFailed("resource must be an array of strings")
     if not isinstance(scope, list) or not all(isinstance(s, str) for s in scope):
         raise ValidationFailed("scope must be an array of strings")
     requested = scopes.requested(scope)
@@ -174,7 +183,8 @@ def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, chall
     for value in (challenge, method):
         if value is not None and not isinstance(value, str):
             raise ValidationFailed("codeChallenge and codeChallengeMethod must be strings")
-    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method))
+    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method),
+                                resource_indicators=resources.parse(resource or ()))
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
