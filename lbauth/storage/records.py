@@ -144,7 +144,7 @@ class UserGrant:
 
 @dataclass(frozen=True, slots=True)
 class CodeGrant:
-    """The live grant a code was just issued under, and that grant's scopes."""
+    """The live grant a code was just issued under, and that grant's scopes and resources."""
     grant_id: str
     grant_scopes: list[str]
     grant_resources: list[str]
