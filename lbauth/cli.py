@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 from lbauth import demo, logs
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
+from lbauth.core import resources
 from lbauth.core.accounts import accounts, users
 from lbauth.core.clients import apps, outbox
 from lbauth.core.clients.apps import AppPolicy
@@ -216,6 +217,19 @@ async def cmd_registration_tokens_create(args: argparse.Namespace, settings: Set
     return await with_database(settings, lambda db: initial_tokens.create(db, SystemClock(), args.expires_in))
 
 
+async def cmd_resources_add(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: resources.add_resource(db, SystemClock(), args.uri, name=args.name,
+                                                                           scopes=args.scope))
+
+
+async def cmd_resources_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await with_database(settings, resources.list_resources)
+
+
+async def cmd_resources_remove(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: resources.remove_resource(db, args.uri))
+
+
 async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
     return await with_database(settings, keys.list_keys)
 
@@ -344,6 +358,16 @@ def build_parser() -> argparse.ArgumentParser:
                 "prints it this once")
     p.add_argument("--expires-in", type=int, default=initial_tokens.DEFAULT_TTL, metavar="SECONDS",
                    help="its lifetime (default %(default)s: 24 hours)")
+    r = sub.add_parser("resources", help="protected resources (RFC 8707 resource indicators)").add_subparsers(
+        dest="resources_command", metavar="COMMAND", required=True)
+    p = command(r, "add", cmd_resources_add, "register a protected resource that tokens may be issued for")
+    p.add_argument("uri", metavar="URI", help="an absolute URI without a fragment: what the tokens' aud carries")
+    p.add_argument("--name", help="shown on the consent page (default: the URI's host)")
+    p.add_argument("--scope", action="append", metavar="S",
+                   help="a scope its tokens may carry; others are dropped (default: every scope)")
+    command(r, "list", cmd_resources_list, "list the protected resources")
+    p = command(r, "remove", cmd_resources_remove, "remove a protected resource (its tokens run until they expire)")
+    p.add_argument("uri", metavar="URI", help="compared after normalisation")
 
     k = sub.add_parser("keys", help="signing keys and master keys").add_subparsers(
         dest="keys_command", metavar="COMMAND", required=True)

@@ -29,7 +29,8 @@ from lbauth.handlers.pages import PageHandler, with_query
 from lbauth.storage.records import App
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
-                   "code_challenge_method", "nonce")
+                   "code_challenge_method", "nonce", "resource")
+_LISTS = ("resource",)  # may repeat (RFC 8707 2)
 
 
 class AuthorizePage(PageHandler):
@@ -43,16 +44,16 @@ class AuthorizePage(PageHandler):
         await self.handle(params, decision=None)
 
     async def post(self) -> None:
-        posted = self.form_body()
+        posted = self.form_body(_LISTS)
         if "decision" not in posted:
             # A relying party's form POST (OpenID Connect Core 3.1.2.1): the request itself, no XSRF.
-            await self.handle({name: [value] for name, value in posted.items()}, decision=None)
+            await self.handle({name: _values(value) for name, value in posted.items()}, decision=None)
             return
-        form = self.form()
+        form = self.form(_LISTS)
         decision = form.pop("decision", None)
         if decision not in ("approve", "deny"):
             raise ValidationFailed("decision must be approve or deny")
-        params = {name: [value] for name, value in form.items() if name in _REQUEST_FIELDS}
+        params = {name: _values(value) for name, value in form.items() if name in _REQUEST_FIELDS}
         await self.handle(params, decision)
 
     async def handle(self, params: dict[str, list[str]], decision: str | None) -> None:
@@ -62,7 +63,7 @@ class AuthorizePage(PageHandler):
         app = await authorize.load_client(self.services.db, params["client_id"][0], params["redirect_uri"][0],
                                           self.services.client_documents)
         try:
-            request = authorize.check_front_channel(app, params)
+            request = await authorize.with_resources(self.services.db, authorize.check_front_channel(app, params))
             openid = self.openid_parameters(request, params)
             await self.decide(request, params, openid, decision)
         except AuthorizationRedirect as refusal:  # the redirect URI is known good from here on
@@ -150,7 +151,7 @@ class AuthorizePage(PageHandler):
         if openid is not None and openid.nonce is not None:
             hidden.append(("nonce", openid.nonce))
         self.render_page("consent.html", app=request.app, request=request, registered_by=_registered_by(request.app),
-                         scopes=[(name, scopes.SCOPES[name]) for name in request.scopes],
+                         scopes=[(name, scopes.SCOPES[name]) for name in request.scopes], resources=request.resources,
                          hidden=hidden, redirect_host=urlsplit(request.redirect_uri).netloc)
 
     def send_to_client(self, redirect_uri: str, params: dict[str, str | None]) -> None:
@@ -187,7 +188,12 @@ def _hidden_fields(request: AuthorizationRequest) -> list[tuple[str, str]]:
         fields.append(("state", request.state))
     if request.code_challenge:
         fields += [("code_challenge", request.code_challenge), ("code_challenge_method", "S256")]
+    fields += [("resource", resource.uri) for resource in request.resources]
     return fields
+
+
+def _values(value: str | list[str]) -> list[str]:
+    return value if isinstance(value, list) else [value]
 
 
 def _query(request: AuthorizationRequest) -> str:

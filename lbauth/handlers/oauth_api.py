@@ -23,7 +23,8 @@ class AuthorizeExternalHandler(BaseHandler):
             raise ValidationFailed("clientId and redirectUri must be strings")
         app = await authorize.load_client(s.db, client_id, redirect_uri, s.client_documents)
         request = authorize.check_api_request(app, redirect_uri, scope, body.get("state"), body.get("codeChallenge"),
-                                              body.get("codeChallengeMethod"))
+                                              body.get("codeChallengeMethod"), body.get("resource"))
+        request = await authorize.resolve_resources(s.db, request)
         nonce = body.get("nonce")
         if nonce is not None and (not isinstance(nonce, str) or len(nonce) > MAX_NONCE_LENGTH):
             raise ValidationFailed(f"nonce must be a string of at most {MAX_NONCE_LENGTH} characters")

@@ -23,10 +23,12 @@ class RfcHandler(BaseHandler):
 class ClientAuthenticatedHandler(RfcHandler):
     """The RFC endpoints that authenticate the client: a form body, no credentials in the query."""
 
+    list_fields: tuple[str, ...] = ()  # parameters that may repeat, passed on as lists
+
     def form(self, *required: str) -> list[str]:
         self.refuse_credentials_in_query()
         self.set_token_response_headers()
-        self._form = self.form_body()
+        self._form = self.form_body(self.list_fields)
         return require(self._form, *required)
 
     def client(self) -> ClientCredentials:
@@ -38,6 +40,8 @@ class ClientAuthenticatedHandler(RfcHandler):
 
 class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
     """POST /oauth/token: authorization_code and refresh_token grants (RFC 6749 4.1.3, 6)."""
+
+    list_fields = ("resource",)  # RFC 8707 2
 
     async def post(self) -> None:
         (grant_type,) = self.form("grant_type")

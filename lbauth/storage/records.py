@@ -152,9 +152,10 @@ class UserGrant:
 
 @dataclass(frozen=True, slots=True)
 class CodeGrant:
-    """The live grant a code was just issued under, and that grant's scopes."""
+    """The live grant a code was just issued under, and that grant's scopes and resources."""
     grant_id: str
     grant_scopes: list[str]
+    grant_resources: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,3 +290,15 @@ class WebhookAttempt:
     status: int | None
     latency_ms: int
     error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A protected resource (RFC 8707, contract 17): `uri` as the operator gave it (what `aud`
+    carries), `normalized` its RFC 3986 6.2.2 form, `scopes` the only ones its tokens may carry
+    (None: every scope)."""
+    uri: str
+    normalized: str
+    name: str
+    scopes: list[str] | None
+    created_at: int

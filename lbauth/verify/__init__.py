@@ -13,9 +13,14 @@ Tornado handlers: decorate a method with `@requires_token(verifier, "scope", ...
 are then `self.token_claims`, and a refused request gets the lbauth error envelope and the
 RFC 6750 `WWW-Authenticate` header.
 
+Resource services (RFC 9728, RFC 8707; contract 17): `Verifier(issuer, audience=RESOURCE)` accepts
+only tokens for that resource (compared after RFC 3986 6.2.2 normalisation); `resource_metadata`
+is the protected-resource document, `resource_metadata_route` a Tornado rule serving it, and
+`requires_token(..., resource_metadata=URL)` names it in its 401 and 403 challenges.
+
 Modules: `claims` (the token check, pure), `checklist` (revocations), `discovery` (RFC 8414
 metadata), `keys` (the JWKS cache), `feed` (the revocation feed), `verifier` (the three together),
-`tornado` (the decorator).
+`resources` (resource URIs and RFC 9728 metadata, pure), `tornado` (the decorator and metadata handler).
 """
 
 from lbauth.verify.checklist import CheckList, Entry
@@ -31,10 +36,14 @@ from lbauth.verify.claims import (
     require_scopes,
 )
 from lbauth.verify.discovery import metadata_url
-from lbauth.verify.tornado import requires_token
+from lbauth.verify.resources import metadata_url as resource_metadata_url
+from lbauth.verify.resources import normalize as normalize_resource
+from lbauth.verify.resources import resource_metadata
+from lbauth.verify.tornado import ResourceMetadataMixin, requires_token, resource_metadata_route
 from lbauth.verify.verifier import Verifier
 
 __all__ = [
     "ALLOWED_ALGS", "MAX_LEEWAY", "PREFIX", "REQUIRED_CLAIMS", "TOKEN_TYPES", "CheckList", "Entry", "TokenError",
-    "Verifier", "check_times", "decode_access_token", "metadata_url", "require_scopes", "requires_token",
+    "ResourceMetadataMixin", "Verifier", "check_times", "decode_access_token", "metadata_url", "normalize_resource",
+    "require_scopes", "requires_token", "resource_metadata", "resource_metadata_route", "resource_metadata_url",
 ]

@@ -11,6 +11,8 @@ from typing import Any
 
 from jwt.algorithms import get_default_algorithms
 
+from lbauth.verify.resources import audience_matches
+
 PREFIX = "lba_at_"
 ALLOWED_ALGS = frozenset({"ES256", "RS256", "EdDSA"})  # never "none", never HMAC (RFC 8725 3.1)
 TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})  # RFC 9068 2.1
@@ -36,6 +38,26 @@ class TokenError(Exception):
         if self.sub_code == "oauth2.scope.insufficient":
             return 'Bearer error="insufficient_scope"'
         return 'Bearer error="invalid_token"'
+
+    def challenge_for(self, scopes: Iterable[str] = (), resource_metadata: str | None = None) -> str:
+        """The challenge of a resource service that publishes RFC 9728 metadata (contract 17): a
+        401 names the metadata URL and the handler's scopes (with `error="invalid_token"` when a
+        token was sent), a 403 `insufficient_scope` with the scopes it needs, so that a client can
+        discover the authorization server and step up (RFC 9728 5.1, RFC 6750 3)."""
+        if resource_metadata is None:
+            return self.challenge
+        scope = " ".join([scopes] if isinstance(scopes, str) else scopes)
+        metadata = f'resource_metadata="{_quoted(resource_metadata)}"'
+        scope_param = f'scope="{_quoted(scope)}"' if scope else ""
+        if self.sub_code == "oauth2.scope.insufficient":
+            return "Bearer " + ", ".join(p for p in ('error="insufficient_scope"', scope_param, metadata) if p)
+        error = "" if self.sub_code == "oauth2.token.missing" else 'error="invalid_token"'
+        return "Bearer " + ", ".join(p for p in (error, metadata, scope_param) if p)
+
+
+def _quoted(value: str) -> str:
+    """An RFC 9110 quoted-string's content."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def invalid_token(message: str = "The access token is invalid.") -> TokenError:
@@ -74,11 +96,13 @@ def unverified_kid(token: Any) -> str | None:
     return kid if isinstance(kid, str) else None
 
 
-def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issuer: str, audience: str,
+def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issuer: str, audience: str | None,
                         now: float, leeway: int = 30) -> dict[str, Any]:
     """The verified claims of `token`, or TokenError. `keys` maps kid -> (alg, public key object);
     the header's `kid` picks the key and must agree with its `alg`. The signature is checked
-    before any claim is trusted."""
+    before any claim is trusted. `audience` must be among the token's `aud` (a string or a list,
+    RFC 7519 4.1.3), compared as RFC 3986 6.2.2 normalises URIs (contract 17); None accepts any
+    audience (the server's RFC 7009 and RFC 7662 endpoints, for its own tokens of every resource)."""
     if not isinstance(token, str) or not token.startswith(PREFIX):
         raise invalid_token()
     jws = token[len(PREFIX):]  # stripped exactly once: "lba_at_lba_at_..." stays invalid
@@ -99,7 +123,7 @@ def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issu
     if any(name not in claims for name in REQUIRED_CLAIMS):
         raise invalid_token()
     aud = claims["aud"]
-    if claims["iss"] != issuer or not (aud == audience or (isinstance(aud, list) and audience in aud)):
+    if claims["iss"] != issuer or (audience is not None and aud != audience and not audience_matches(aud, audience)):
         raise invalid_token()
     exp, iat = claims["exp"], claims["iat"]
     if not _number(exp) or not _number(iat) or not all(isinstance(claims[c], str) for c in

@@ -1,13 +1,21 @@
-"""`@requires_token` for Tornado handlers (contract section 9). Duck-typed: this module does not
-import Tornado; it uses only `request.headers`, `set_status`, `set_header` and `finish`."""
+"""Tornado helpers for resource services (contract sections 9 and 17). Duck-typed: this module does
+not import Tornado; it uses only `request.headers`, `set_status`, `set_header` and `finish`.
+
+- `@requires_token(verifier, *scopes, resource_metadata=None)` protects a handler method;
+- `ResourceMetadataMixin` and `resource_metadata_route` serve the RFC 9728 protected-resource
+  metadata document at `/.well-known/oauth-protected-resource` plus the resource's path.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from lbauth.verify.claims import TokenError, invalid_token
+from lbauth.verify.resources import metadata_url, resource_metadata
 from lbauth.verify.verifier import Verifier
 
 
@@ -21,19 +29,22 @@ def bearer_token(authorization: str) -> str:
     return token.strip()
 
 
-def refuse(handler: Any, error: TokenError) -> None:
-    """Answer with the lbauth error envelope and, for 401/403, the RFC 6750 3 challenge."""
+def refuse(handler: Any, error: TokenError, scopes: Iterable[str] = (), resource_metadata: str | None = None) -> None:
+    """Answer with the lbauth error envelope and, for 401/403, the RFC 6750 3 challenge (naming the
+    RFC 9728 metadata and the scopes needed when `resource_metadata` is given)."""
     handler.set_status(error.status)
     if error.status in (401, 403):
-        handler.set_header("WWW-Authenticate", error.challenge)
+        handler.set_header("WWW-Authenticate", error.challenge_for(scopes, resource_metadata))
     elif error.status == 503:
         handler.set_header("Retry-After", "5")
     handler.finish({"code": error.status, "message": error.message, "subCode": error.sub_code})
 
 
-def requires_token(verifier: Verifier, *scopes: str) -> Callable:
+def requires_token(verifier: Verifier, *scopes: str, resource_metadata: str | None = None) -> Callable:
     """Protect a Tornado RequestHandler method: `@requires_token(verifier, "chat.read")`; the
-    claims are then `self.token_claims`."""
+    claims are then `self.token_claims`. With `resource_metadata` (the URL of the resource's RFC
+    9728 document), a 401 or 403 tells the client where to find it and which scopes to ask for
+    (contract 17: MCP clients discover the authorization server and step up on them)."""
     def decorate(method: Callable) -> Callable:
         @functools.wraps(method)
         def wrapper(handler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -41,8 +52,35 @@ def requires_token(verifier: Verifier, *scopes: str) -> Callable:
                 token = bearer_token(handler.request.headers.get("Authorization", ""))
                 handler.token_claims = verifier.verify(token, scopes)
             except TokenError as exc:
-                refuse(handler, exc)
+                refuse(handler, exc, scopes, resource_metadata)
                 return None
             return method(handler, *args, **kwargs)
         return wrapper
     return decorate
+
+
+class ResourceMetadataMixin:
+    """GET: the RFC 9728 2 document given as `document` to `initialize`. Mix it into Tornado's
+    RequestHandler (`resource_metadata_route` does): this package does not import Tornado."""
+
+    document: dict[str, Any]
+
+    def initialize(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    def get(self) -> None:
+        handler: Any = self
+        handler.set_header("Access-Control-Allow-Origin", "*")  # browser-based clients read it too
+        handler.set_header("Cache-Control", "public, max-age=3600")
+        handler.finish(self.document)
+
+
+def resource_metadata_route(resource: str, issuer: str, scopes: Iterable[str] = (), *,
+                            handler_base: type) -> tuple[str, type, dict[str, Any]]:
+    """A Tornado URL rule serving `resource_metadata(resource, issuer, scopes)` at its RFC 9728 3.1
+    location on the resource's host: `(pattern, handler class, kwargs)` for
+    `tornado.web.Application([...])`. `handler_base` is `tornado.web.RequestHandler` (or a subclass
+    of it), passed in so that this package need not import Tornado."""
+    handler = type("ResourceMetadataHandler", (ResourceMetadataMixin, handler_base), {})
+    path = urlsplit(metadata_url(resource)).path
+    return re.escape(path), handler, {"document": resource_metadata(resource, issuer, scopes)}

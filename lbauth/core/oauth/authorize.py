@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from lbauth.clock import Clock
-from lbauth.core import scopes, urls
+from lbauth.core import resources, scopes, urls
 from lbauth.core.crypto import opaque
 from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import (
@@ -30,7 +30,7 @@ from lbauth.errors import (
 )
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import App, OpenIdDetails
+from lbauth.storage.records import App, OpenIdDetails, Resource
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -48,6 +48,15 @@ class AuthorizationRequest:
     scopes: tuple[str, ...]
     state: str | None
     code_challenge: str | None
+    # RFC 8707 (contract 17): the `resource` values, normalised; after `with_resources`, the
+    # registered resources they name (whose URIs the code remembers).
+    resource_indicators: tuple[str, ...] = ()
+    resources: tuple[Resource, ...] = ()
+    scope_sent: bool = True
+
+    @property
+    def resource_uris(self) -> list[str]:
+        return [r.uri for r in self.resources]
 
     @property
     def to_own_device(self) -> bool:
@@ -123,7 +132,7 @@ def check_front_channel(app: App, params: Mapping[str, Sequence[str]]) -> Author
 
 def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redirect_uri: str,
                            state: str | None) -> AuthorizationRequest:
-    repeated = sorted(name for name, values in params.items() if len(values) > 1)
+    repeated = sorted(name for name, values in params.items() if len(values) > 1 and name != "resource")
     if repeated:
         raise ValidationFailed(f"Parameter sent more than once: {repeated[0][:40]}")
     response_type = _one(params, "response_type")
@@ -141,13 +150,44 @@ def _front_channel_request(app: App, params: Mapping[str, Sequence[str]], redire
     requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.default_scopes)
     _check_allowed(app, requested)
     challenge = _check_pkce(_one(params, "code_challenge"), _one(params, "code_challenge_method"), app)
-    return AuthorizationRequest(app, redirect_uri, requested, state, challenge)
+    return AuthorizationRequest(app, redirect_uri, requested, state, challenge,
+                                resource_indicators=resources.parse(params.get("resource", ())),
+                                scope_sent=scope is not None)
+
+
+async def with_resources(db: Database, request: AuthorizationRequest) -> AuthorizationRequest:
+    """Phase 1c for GET {auth_url}/oauth/: `resolve_resources`, its errors at the redirect URI."""
+    try:
+        return await resolve_resources(db, request)
+    except LbauthError as error:
+        raise AuthorizationRedirect(error, request.redirect_uri, request.state) from None
+
+
+async def resolve_resources(db: Database, request: AuthorizationRequest) -> AuthorizationRequest:
+    """Phase 1c, RFC 8707 (contract 17): the registered resources the request names (an unknown
+    one is invalid_target), and its scopes within their lists: requested scopes outside them are
+    dropped, and a request without `scope` gets the app's scopes within them, never `openid`
+    (nothing left: invalid_scope). A request naming no resource is returned as it is, with no
+    statement."""
+    if not request.resource_indicators:
+        return request
+    named = await resources.registered(db, request.resource_indicators)
+    if request.scope_sent:
+        kept = resources.allowed_scopes(request.scopes, named)
+    else:
+        kept = resources.default_scopes(request.app.default_scopes, named)
+    if not kept:
+        raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
+    return replace(request, scopes=kept, resources=named)
 
 
 def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, challenge: Any,
-                      method: Any) -> AuthorizationRequest:
+                      method: Any, resource: Any = None) -> AuthorizationRequest:
     """Phase 1b for POST /api/oauth/authorize/external (spec 4.2): errors are envelopes. `scope` is
-    a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5)."""
+    a JSON array of strings, as spec 4.2 types it: a bare string is refused, not split (contract 5);
+    `resource` (RFC 8707, contract 17), when sent, an array of strings too."""
+    if resource is not None and (not isinstance(resource, list) or not all(isinstance(r, str) for r in resource)):
+        raise ValidationFailed("resource must be an array of strings")
     if not isinstance(scope, list) or not all(isinstance(s, str) for s in scope):
         raise ValidationFailed("scope must be an array of strings")
     requested = scopes.requested(scope)
@@ -159,7 +199,8 @@ def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, chall
     for value in (challenge, method):
         if value is not None and not isinstance(value, str):
             raise ValidationFailed("codeChallenge and codeChallengeMethod must be strings")
-    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method, app))
+    return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method, app),
+                                resource_indicators=resources.parse(resource or ()))
 
 
 def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
@@ -192,9 +233,10 @@ def _check_pkce(challenge: str | None, method: str | None, app: App) -> str | No
 
 
 async def grant_covers(db: Database, user_id: str, request: AuthorizationRequest) -> bool:
-    """True when the user's live grant already holds every requested scope (no need to ask)."""
+    """True when the user's live grant already holds every requested scope and resource (no need to ask)."""
     grant = await db.read(grants_repo.live_grant, user_id, request.app.id)
-    return grant is not None and set(request.scopes) <= set(grant.scopes)
+    return (grant is not None and set(request.scopes) <= set(grant.scopes)
+            and set(request.resource_uris) <= set(grant.resources))
 
 
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
@@ -204,25 +246,28 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
     issued = codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=app_id, code_hash=code_hash,
                                                redirect_uri=request.redirect_uri, scopes=list(request.scopes),
                                                challenge=request.code_challenge, now=now, expires_at=now + ttl,
-                                               openid=openid)
+                                               openid=openid, resources=request.resource_uris)
     if issued is not None:
         held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
-        if union != list(held):  # a second approval extends the grant to the union
-            grants_repo.set_scopes(conn, issued.grant_id, union, now)
+        held_resources = list(issued.grant_resources)
+        more = [uri for uri in request.resource_uris if uri not in held_resources]
+        if union != list(held) or more:  # a second approval extends the grant to the union
+            grants_repo.set_scopes(conn, issued.grant_id, union, now, resources=held_resources + more if more else None)
         return
     if not users_repo.lock_if_active(conn, user_id):  # disabled or deleted since this session was checked
         raise TokenRevoked("This session has ended; sign in again.")
     grant_id = opaque.new_id("gnt_")
     grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
-                             now=now)
+                             now=now, resources=request.resource_uris)
     asu = grants_repo.subject(conn, user_id, app_id)
     if asu is None:  # created once per (app, user), never changed
         asu = opaque.new_id("asu_")
         grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, now=now)
     codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                            redirect_uri=request.redirect_uri, scopes=list(request.scopes),
-                           code_challenge=request.code_challenge, now=now, expires_at=now + ttl, openid=openid)
+                           code_challenge=request.code_challenge, now=now, expires_at=now + ttl, openid=openid,
+                           resources=request.resource_uris)
 
 
 async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int,

@@ -8,13 +8,13 @@ work per request on the hot path. A public client's refresh tokens rotate (contr
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Generic, NoReturn, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 from lbauth import errors
 from lbauth.clock import Clock
-from lbauth.core import scopes
+from lbauth.core import resources, scopes
 from lbauth.core.crypto import opaque
 from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
@@ -47,7 +47,7 @@ class GrantType(ABC, Generic[RequestT]):
         self.id_tokens = id_tokens
 
     @abstractmethod
-    def parse(self, params: Mapping[str, str]) -> RequestT:
+    def parse(self, params: Mapping[str, Any]) -> RequestT:
         """The grant's parameters, or the error (ValidationFailed, ScopeInvalid) that refuses them."""
 
     @abstractmethod
@@ -60,11 +60,18 @@ class GrantType(ABC, Generic[RequestT]):
         return row is not None and row.revoked_at is None
 
 
+def _resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """RFC 8707 2: the `resource` values (it may repeat: the handler passes a list), normalised."""
+    values = params.get("resource") or ()
+    return resources.parse([values] if isinstance(values, str) else values)
+
+
 @dataclass(frozen=True)
 class CodeRequest:
     code: str
     redirect_uri: str
     code_verifier: str | None
+    resources: tuple[str, ...] = ()  # RFC 8707, normalised: the code's resources this token is for
 
 
 class AuthorizationCodeGrant(GrantType[CodeRequest]):
@@ -72,9 +79,9 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
 
     grant_type = "authorization_code"
 
-    def parse(self, params: Mapping[str, str]) -> CodeRequest:
+    def parse(self, params: Mapping[str, Any]) -> CodeRequest:
         code, redirect_uri = require(params, "code", "redirect_uri")
-        return CodeRequest(code, redirect_uri, params.get("code_verifier") or None)
+        return CodeRequest(code, redirect_uri, params.get("code_verifier") or None, _resource_indicators(params))
 
     async def issue(self, client: ClientCredentials, request: CodeRequest) -> TokenSet:
         """The hot path is one unit of work that authenticates the client, claims the code and
@@ -84,6 +91,10 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         now, jti = int(self.clock.now()), new_jti()
         refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
         claimed = None
+        if request.resources and opaque.has_prefix(request.code, opaque.CODE):
+            # RFC 8707 2: a resource the code was not issued for is refused before the code is used up
+            # (a request naming no resource, the usual one, costs no statement here).
+            await self.db.read(_check_code_resources, client, opaque.digest(request.code), request.resources)
         if opaque.has_prefix(request.code, opaque.CODE):
             verifier = request.code_verifier
             claimed = await self.db.transaction(
@@ -101,14 +112,27 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         granted = tuple(claimed.scopes)
         issued_at = await self.tokens.issue_time(claimed.grant_id, now,
                                                  lambda: self._live(opaque.digest(refresh_token)))
+        audience = (resources.audience(request.resources, claimed.resources)
+                    if request.resources or claimed.resources else None)
         access_token = self.tokens.mint(user_id=claimed.user_id, client_id=client.client_id, scopes=granted,
-                                        grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at)
+                                        grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at,
+                                        audience=audience)
         id_token = None
         if claimed.id_token_alg is not None and claimed.auth_time is not None:  # an OpenID request's code
             id_token = await self.id_tokens.mint(
                 alg=claimed.id_token_alg, client_id=client.client_id, asu=claimed.asu, auth_time=claimed.auth_time,
                 nonce=claimed.nonce, session_id=claimed.session_id, access_token=access_token, now=issued_at)
         return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)
+
+
+def _check_code_resources(conn: Connection, client: ClientCredentials, code_hash: str,
+                          requested: Sequence[str]) -> None:
+    """invalid_target when the client's own live code was not issued for every resource named; any
+    other fault is left to the redemption, which reports it in the usual order (client first)."""
+    app = checked_client(conn, client.client_id, client.secret_digest)
+    row = codes_repo.by_hash(conn, code_hash)
+    if row is not None and row.app_id == app.id and row.used_at is None and row.revoked_at is None:
+        resources.audience(requested, row.resources)
 
 
 def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: CodeRequest, now: int,
@@ -143,6 +167,7 @@ def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: C
 class RefreshRequest:
     refresh_token: str
     scope: tuple[str, ...] | None  # RFC 6749 6: narrows the new token to a subset of the grant
+    resources: tuple[str, ...] = ()  # RFC 8707, normalised: narrows it to some of the grant's resources
 
 
 class RefreshTokenGrant(GrantType[RefreshRequest]):
@@ -152,10 +177,10 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
 
     grant_type = "refresh_token"
 
-    def parse(self, params: Mapping[str, str]) -> RefreshRequest:
+    def parse(self, params: Mapping[str, Any]) -> RefreshRequest:
         (refresh_token,) = require(params, "refresh_token")
         scope = scopes.parse_space_separated(params["scope"]) if params.get("scope") else None
-        return RefreshRequest(refresh_token, scope)
+        return RefreshRequest(refresh_token, scope, _resource_indicators(params))
 
     async def issue(self, client: ClientCredentials, request: RefreshRequest) -> TokenSet:
         """One statement finds the token and authenticates its client; a second, only on failure,
@@ -180,12 +205,14 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
             if not set(request.scope) <= set(granted):
                 raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
             granted = request.scope
+        audience = resources.audience(request.resources, row.resources) if request.resources or row.resources else None
         live_hash = row.token_hash
         if client.public:  # the statement above matched a public app's digest: this app is public
             refresh_token, live_hash = await self._rotate(row, now)
         issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(live_hash))
         access_token = self.tokens.mint(user_id=row.user_id, client_id=client.client_id, scopes=granted,
-                                        grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at)
+                                        grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at,
+                                        audience=audience)
         id_token = None
         if row.auth_time is not None and "openid" in granted:
             # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce.

@@ -195,7 +195,7 @@ async def cover_racing_tokens(db: Database, clock: Clock, checklist: CheckList, 
 # ---- RFC 7009 and RFC 7662, for clients -----------------------------------------------------------------
 
 async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: dict[str, Any], *, app: App,
-                       token: str, issuer: str, audience: str, access_ttl: int) -> None:
+                       token: str, issuer: str, audience: str | None, access_ttl: int) -> None:
     """RFC 7009 2.1. A refresh token is revoked with every access token of its grant issued so far
     (2.1: "SHOULD also invalidate all access tokens based on the same authorization grant"); an
     access token, by its jti. Unknown or expired tokens are not an error (2.2)."""
@@ -226,7 +226,7 @@ async def revoke_token(db: Database, clock: Clock, checklist: CheckList, keys: d
         await refresh_checklist(db, clock, checklist)
 
 
-def _claims(token: str, keys: dict[str, Any], issuer: str, audience: str, now: int) -> dict[str, Any] | None:
+def _claims(token: str, keys: dict[str, Any], issuer: str, audience: str | None, now: int) -> dict[str, Any] | None:
     try:
         return decode_access_token(token, keys, issuer=issuer, audience=audience, now=now, leeway=0)
     except TokenError:
@@ -234,7 +234,7 @@ def _claims(token: str, keys: dict[str, Any], issuer: str, audience: str, now: i
 
 
 async def introspect(db: Database, clock: Clock, keys: dict[str, Any], *, app: App, token: str, issuer: str,
-                     audience: str) -> dict[str, Any]:
+                     audience: str | None) -> dict[str, Any]:
     """RFC 7662 2.2. Reads the database, so a revocation made by any process shows at once. A
     client learns only about its own tokens: anything else is {"active": false}."""
     now = int(clock.now())

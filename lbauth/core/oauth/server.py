@@ -81,7 +81,7 @@ class AuthorizationServer:
         """RFC 7009 2.1; a public client names itself by its `client_id` and revokes only its own tokens."""
         app = await self.authenticate(client)
         await revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
-                                      token=token, issuer=self.settings.issuer, audience=self.settings.audience,
+                                      token=token, issuer=self.settings.issuer, audience=None,
                                       access_ttl=self.settings.access_token_ttl)
 
     async def introspect(self, client: ClientCredentials, token: str) -> dict[str, Any]:
@@ -91,7 +91,7 @@ class AuthorizationServer:
             raise ClientSecretMismatch("Introspection needs a confidential client's credentials.")
         app = await self.authenticate(client)
         return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
-                                           issuer=self.settings.issuer, audience=self.settings.audience)
+                                           issuer=self.settings.issuer, audience=None)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 

@@ -74,13 +74,14 @@ class AccessTokens:
         return issued_at
 
     def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
-             jti: str, now: int) -> str:
+             jti: str, now: int, audience: str | list[str] | None = None) -> str:
+        """`audience`: the token's resources (RFC 8707, contract 17); None, LBAUTH_AUDIENCE."""
         signer = self._keyring().signer
         if signer is None:
             raise errors.ServerUnavailable("No signing key is active.")
-        claims = {"iss": self.settings.issuer, "aud": self.settings.audience, "sub": user_id, "client_id": client_id,
-                  "scope": " ".join(scopes), "iat": now, "exp": now + self.settings.access_token_ttl, "jti": jti,
-                  "gid": grant_id, "asu": asu}
+        claims = {"iss": self.settings.issuer, "aud": self.settings.audience if audience is None else audience,
+                  "sub": user_id, "client_id": client_id, "scope": " ".join(scopes), "iat": now,
+                  "exp": now + self.settings.access_token_ttl, "jti": jti, "gid": grant_id, "asu": asu}
         return PREFIX + signer.sign(claims, typ="at+jwt")
 
     def check(self, token: str) -> dict[str, Any]:

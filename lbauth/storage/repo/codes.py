@@ -56,12 +56,12 @@ _FROM_GRANT = shaped(
     CodeGrant,
     insert(codes)
     .from_select(["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
-                  "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id"],
+                  "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id", "resources"],
                  select(_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
                         bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW,
                         bindparam("p_expires_at", type_=BigInteger), bindparam("p_id_token_alg", type_=String),
                         bindparam("p_nonce", type_=String), bindparam("p_auth_time", type_=BigInteger),
-                        bindparam("p_session_id", type_=String))
+                        bindparam("p_session_id", type_=String), bindparam("p_resources", type_=JSON))
                  .join_from(grants, subjects,
                             (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
                  .join(users, users.c.id == grants.c.user_id)
@@ -75,15 +75,18 @@ _FROM_GRANT = shaped(
     # The grant's scopes, to extend it if this approval asks for more. Written out: SQLite allows
     # a subquery in RETURNING, but SQLAlchemy does not correlate one there.
     .returning(codes.c.grant_id, literal_column(
-        "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes")))
+        "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes"),
+               literal_column("(SELECT g.resources FROM grants AS g WHERE g.id = authorization_codes.grant_id)",
+                              JSON).label("grant_resources")))
 
 
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
                 redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int,
-                openid: OpenIdDetails | None = None) -> None:
+                openid: OpenIdDetails | None = None, resources: list[str] | None = None) -> None:
     conn.execute(insert(codes).values(code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                                       redirect_uri=redirect_uri, scopes=scopes, code_challenge=code_challenge,
-                                      created_at=now, expires_at=expires_at, **_openid_values(openid)))
+                                      created_at=now, expires_at=expires_at, resources=resources or [],
+                                      **_openid_values(openid)))
 
 
 def _openid_values(openid: OpenIdDetails | None) -> dict[str, object]:
@@ -95,13 +98,13 @@ def _openid_values(openid: OpenIdDetails | None) -> dict[str, object]:
 
 def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                            scopes: list[str], challenge: str | None, now: int, expires_at: int,
-                           openid: OpenIdDetails | None = None) -> CodeGrant | None:
+                           openid: OpenIdDetails | None = None, resources: list[str] | None = None) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one) or the user is
     disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
     row = conn.execute(_FROM_GRANT, {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash,
                                      "p_redirect_uri": redirect_uri, "p_scopes": scopes, "p_challenge": challenge,
-                                     "p_now": now, "p_expires_at": expires_at,
+                                     "p_now": now, "p_expires_at": expires_at, "p_resources": resources or [],
                                      **{f"p_{k}": v for k, v in _openid_values(openid).items()}}).first()
     return CodeGrant(*row) if row is not None else None
 

@@ -34,15 +34,21 @@ def insert_subject(conn: Connection, *, app_id: str, user_id: str, asu: str, now
         conn.execute(insert(subjects).values(app_id=app_id, user_id=user_id, asu=asu, created_at=now))
 
 
-def insert_grant(conn: Connection, *, grant_id: str, app_id: str, user_id: str, scopes: list[str], now: int) -> None:
+def insert_grant(conn: Connection, *, grant_id: str, app_id: str, user_id: str, scopes: list[str], now: int,
+                 resources: list[str] | None = None) -> None:
     """Raises Duplicate when a concurrent approval made the live grant of (user, app) first."""
     with duplicate_refused("grant"):
         conn.execute(insert(grants).values(id=grant_id, app_id=app_id, user_id=user_id, scopes=scopes,
-                                           created_at=now, updated_at=now))
+                                           created_at=now, updated_at=now, resources=resources or []))
 
 
-def set_scopes(conn: Connection, grant_id: str, scopes: list[str], now: int) -> None:
-    conn.execute(update(grants).where(grants.c.id == grant_id).values(scopes=scopes, updated_at=now))
+def set_scopes(conn: Connection, grant_id: str, scopes: list[str], now: int,
+               resources: list[str] | None = None) -> None:
+    """The grant's scopes, and its resources (RFC 8707) when given."""
+    values: dict[str, object] = {"scopes": scopes, "updated_at": now}
+    if resources is not None:
+        values["resources"] = resources
+    conn.execute(update(grants).where(grants.c.id == grant_id).values(**values))
 
 
 def live_grants_of_user(conn: Connection, user_id: str) -> list[UserGrant]:
