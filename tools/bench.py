@@ -124,8 +124,8 @@ def http_table(results: dict) -> str:
              f"ceiling (bare Tornado, small JSON): {results['ceiling_rps']} req/s", "",
              "| endpoint | backend | 2xx req/s | x ceiling | p50 ms | p99 ms | non-2xx | SQL statements |",
              "|---|---|---|---|---|---|---|---|"]
-    for name in ("authorize", "code_exchange", "openid_code_exchange", "openid_code_exchange_es256", "refresh", "me",
-                 "full_flow"):
+    for name in ("authorize", "code_exchange", "openid_code_exchange", "openid_code_exchange_es256", "refresh",
+                 "public_refresh", "me", "full_flow"):
         for backend, runs in results["runs"].items():
             if name not in runs:
                 continue
@@ -142,6 +142,12 @@ def http_table(results: dict) -> str:
             lines.append("")
             lines.append(f"OpenID exchange (an ID token signed with {alg}, beside the access token) / plain exchange: "
                          + ", ".join(f"{b} x{ratio:.2f}" for b, ratio in ratios.items()))
+    ratios = {b: runs["public_refresh"]["rps"] / max(runs["refresh"]["rps"], 1)
+              for b, runs in results["runs"].items() if "public_refresh" in runs}
+    if ratios:
+        lines.append("")
+        lines.append("Public client's refresh (POST /oauth/token, the token rotated: a new row, the old one retired) / "
+                     "confidential refresh (not rotated): " + ", ".join(f"{b} x{r:.2f}" for b, r in ratios.items()))
     if "scaling" in results:
         sc = results["scaling"]
         lines.append("")

@@ -8,6 +8,8 @@ Figures count only 2xx answers; the non-2xx count of every run is reported besid
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import re
@@ -43,6 +45,10 @@ from lbauth.storage.repo import users as users_repo
 ROOT = Path(__file__).resolve().parent.parent
 REDIRECT = "https://bench.example/cb"
 OPENID_SCOPES = ["openid", "profile", "email", "userinfo"]  # an OpenID grant: its exchange signs an ID token
+PKCE_VERIFIER = "bench-verifier-" + "v" * 43  # RFC 7636 4.1: 43 to 128 characters
+PKCE_CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(PKCE_VERIFIER.encode()).digest()).rstrip(b"=").decode()
+PUBLIC_CONNECTIONS = 32  # the public refresh run's: one rotating token each
+PUBLIC_TOKENS = PUBLIC_CONNECTIONS + 8  # and spares: wrk builds (and drops) a request per thread to check the script
 
 CEILING_SERVER = r"""
 import os, socket, sys, asyncio
@@ -84,6 +90,26 @@ function request()
   local code = codes[i] or codes[#codes]
   return wrk.format("POST", "/api/oauth/token/code", {["Content-Type"] = "application/x-www-form-urlencoded"},
     "grant_type=authorization_code&code=" .. code .. "&" .. args_tail)
+end
+"""
+
+# A public client's refresh tokens rotate (contract 17): each answer names the next token, and a
+# token sent twice is refused. Each thread starts with one token per connection (a queue): a request
+# takes one, its answer puts the successor back.
+ROTATE_LUA = COMMON_LUA + r"""
+local queue = {}
+function init(args)
+  for line in io.lines(args[1] .. "." .. id) do queue[#queue + 1] = line end
+end
+function request()
+  -- nil only when wrk checks the script in its main Lua state, before any init()
+  local token = table.remove(queue, 1) or ""
+  return wrk.format("POST", "/oauth/token", {["Content-Type"] = "application/x-www-form-urlencoded"},
+    "grant_type=refresh_token&refresh_token=" .. token .. "&client_id=" .. client_id)
+end
+function response(status, headers, body)
+  local token = body:match('"refresh_token":"([^"]+)"')
+  if token then table.insert(queue, token) end
 end
 """
 
@@ -295,11 +321,40 @@ class Deployment:
                         chunk = rows[start:start + 5000]
                         await db.transaction(lambda c, chunk=chunk: c.execute(insert(authorization_codes), chunk))
                     codes[kind].append(plain)
+            public = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
+                                           name="Bench agent", owner_email=email, redirect_uris=[REDIRECT],
+                                           public=True)
+            public_row = await authorize.load_client(db, public["clientId"], REDIRECT)
+            await authorize.issue_code(db, clock, authorize.check_api_request(
+                public_row, REDIRECT, ["userinfo"], None, PKCE_CHALLENGE, "S256"), user_id, 3600)
+            public_grant, public_asu = await db.read(lambda c: c.execute(
+                select(grants.c.id, subjects.c.asu).join(subjects, (subjects.c.user_id == grants.c.user_id)
+                                                         & (subjects.c.app_id == grants.c.app_id))
+                .where(grants.c.app_id == public_row.id)).one())
+            public_codes = [opaque.new_secret(opaque.CODE) for _n in range(PUBLIC_TOKENS)]
+            await db.transaction(lambda c: c.execute(insert(authorization_codes), [
+                dict(code_hash=opaque.digest(c), app_id=public_row.id, user_id=user_id, grant_id=public_grant,
+                     asu=public_asu, redirect_uri=REDIRECT, code_challenge=PKCE_CHALLENGE, created_at=now,
+                     expires_at=now + 3600, scopes=["userinfo"]) for c in public_codes]))
         finally:
             await db.close()
-        return {"client_id": app["clientId"], "client_secret": app["clientSecret"], "user_token": session.token,
+        return {"public_client_id": public["clientId"], "public_codes": public_codes,
+                "client_id": app["clientId"], "client_secret": app["clientSecret"], "user_token": session.token,
                 "codes": codes["plain"], "openid_codes": codes["RS256"], "openid_es256_codes": codes["ES256"],
                 "app_id": row.id}
+
+
+def public_refresh_tokens(url: str, seed: dict) -> list[str]:
+    """The public app's codes redeemed at /oauth/token (PKCE, `client_id` only): one refresh token each."""
+    tokens = []
+    for code in seed["public_codes"]:
+        body = urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
+                          "client_id": seed["public_client_id"], "code_verifier": PKCE_VERIFIER}).encode()
+        req = urllib.request.Request(url + "/oauth/token", data=body, method="POST",  # noqa: S310
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - loopback
+            tokens.append(json.loads(r.read())["refresh_token"])
+    return tokens
 
 
 def token_set(url: str, seed: dict) -> dict:
@@ -330,6 +385,11 @@ def endpoint_runs(wrk: str, deployment: Deployment, seed: dict, seconds: int, sc
         for i, codes in enumerate(threads):
             Path(f"{name}.{i}").write_text("\n".join(codes) + "\n")
 
+    public_file = scripts / f"public-refresh-{deployment.backend}"
+    public_tokens = public_refresh_tokens(url, seed)
+    for i in range(2):  # wrk -t2: one file per thread, one token per connection
+        Path(f"{public_file}.{i}").write_text("\n".join(public_tokens[i::2]) + "\n")
+
     def script(name: str, lua: str, **globals_: str) -> str:
         head = "".join(f'{k} = {json.dumps(v)}\n' for k, v in globals_.items())
         path = scripts / f"{name}.lua"
@@ -356,6 +416,8 @@ end
         "refresh": run_wrk(wrk, url, seconds, 32, script(
             "refresh", "headers = {['Content-Type'] = 'application/x-www-form-urlencoded'}\n" + static,
             method="POST", path="/api/oauth/token/refresh", body=refresh_body)),
+        "public_refresh": run_wrk(wrk, url, seconds, PUBLIC_CONNECTIONS, script(
+            "public-refresh", ROTATE_LUA, client_id=seed["public_client_id"]), [str(public_file)]),
         "me": run_wrk(wrk, url, seconds, 32, script(
             "me", f"headers = {{['Authorization'] = 'Bearer {tokens['accessToken']}'}}\n" + static,
             method="GET", path="/api/auth/me", body="")),
@@ -462,6 +524,21 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         openid_tokens, n_openid_exchange = await call("POST", "/api/oauth/token/code", urlencode(
             {**form, "code": data["code"]}).encode(), {"Content-Type": "application/x-www-form-urlencoded"})
         assert openid_tokens.get("idToken"), "an OpenID exchange answers an ID token"
+        public = await apps.create_app(db, clock, running.services.master_keys, apps.AppPolicy(development=True),
+                                       name="P", owner_email=email, redirect_uris=[REDIRECT], public=True)
+        data, _ = await call("POST", "/api/oauth/authorize/external", json.dumps(
+            {"clientId": public["clientId"], "redirectUri": REDIRECT, "scope": ["userinfo"],
+             "codeChallenge": PKCE_CHALLENGE, "codeChallengeMethod": "S256"}).encode(), auth_headers)
+        form_headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = await client.fetch(base + "/oauth/token", method="POST", headers=form_headers, body=urlencode(
+            {"grant_type": "authorization_code", "code": data["code"], "redirect_uri": REDIRECT,
+             "client_id": public["clientId"], "code_verifier": PKCE_VERIFIER}))
+        before = db.statements
+        r = await client.fetch(base + "/oauth/token", method="POST", headers=form_headers, body=urlencode(
+            {"grant_type": "refresh_token", "refresh_token": json.loads(r.body)["refresh_token"],
+             "client_id": public["clientId"]}))
+        n_public_refresh = db.statements - before
+        assert json.loads(r.body)["refresh_token"], "a public client's refresh answers a new refresh token"
         before = db.statements
         running.services.tokens.check(tokens["accessToken"])
         n_verify = db.statements - before
@@ -469,7 +546,7 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         client.close()
         await running.stop()
     return {"authorize": n_authorize, "code_exchange": n_exchange, "openid_code_exchange": n_openid_exchange,
-            "refresh": n_refresh, "me": n_me,
+            "refresh": n_refresh, "public_refresh": n_public_refresh, "me": n_me,
             "verify": n_verify, "full_flow": n_authorize + n_exchange + n_me}
 
 
@@ -500,7 +577,7 @@ def run(quick: bool, workers: int, backends: list[str], pg_url: str) -> dict:
             finally:
                 asyncio.run(deployment.drop_database())
     for key, name in (("code_exchange_rps", "code_exchange"), ("openid_code_exchange_rps", "openid_code_exchange"),
-                      ("refresh_rps", "refresh"), ("me_rps", "me"),
+                      ("refresh_rps", "refresh"), ("public_refresh_rps", "public_refresh"), ("me_rps", "me"),
                       ("authorize_rps", "authorize")):
         results[key] = {b: per_backend[b][name]["rps"] for b in per_backend}
     results["full_flow_rps"] = {b: per_backend[b]["full_flow"]["flows_per_s"] for b in per_backend}
