@@ -136,7 +136,10 @@ class Subject(Base):
 
 
 class Grant(Base):
-    """A user's consent to an app: one live grant per (user, app), its scopes a union of approvals."""
+    """A user's consent to an app: one live grant per (user, app), its scopes a union of approvals.
+
+    `resources` here, on codes and on refresh tokens has a server default only: a Python-side
+    default would make every hot-path INSERT fetch it first, off the SQLite fast path (storage/db)."""
     __tablename__ = "grants"
     id: Mapped[str] = mapped_column(Id, primary_key=True)  # gnt_...
     app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"))
@@ -145,7 +148,7 @@ class Grant(Base):
     created_at: Mapped[int] = mapped_column(Time)
     updated_at: Mapped[int] = mapped_column(Time)
     revoked_at: Mapped[int | None] = mapped_column(Time)
-    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
+    resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
 
     __table_args__ = (
         Index("uq_grants_live", "user_id", "app_id", unique=True,
@@ -175,7 +178,7 @@ class AuthorizationCode(Base):
     nonce: Mapped[str | None] = mapped_column(Text)
     auth_time: Mapped[int | None] = mapped_column(Time)
     session_id: Mapped[str | None] = mapped_column(Id)
-    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
+    resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
 
 
 class RefreshToken(Base):
@@ -194,7 +197,7 @@ class RefreshToken(Base):
     revoked_at: Mapped[int | None] = mapped_column(Time)
     auth_time: Mapped[int | None] = mapped_column(Time)  # an OpenID grant's: its refreshed ID tokens keep it
     session_id: Mapped[str | None] = mapped_column(Id)
-    resources: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))  # RFC 8707
+    resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
     rotated_at: Mapped[int | None] = mapped_column(Time)
 
 

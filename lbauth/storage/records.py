@@ -152,10 +152,11 @@ class UserGrant:
 
 @dataclass(frozen=True, slots=True)
 class CodeGrant:
-    """The live grant a code was just issued under, and that grant's scopes and resources."""
+    """The live grant a code was just issued under, and that grant's scopes and resources (None
+    when the request named no resource: they were not read)."""
     grant_id: str
     grant_scopes: list[str]
-    grant_resources: list[str]
+    grant_resources: list[str] | None
 
 
 @dataclass(frozen=True, slots=True)

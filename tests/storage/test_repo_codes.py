@@ -82,7 +82,7 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
 
     assert await db.transaction(issue, "usr_nobody") is None
     assert await db.transaction(issue, granted.user.id) == CodeGrant(grant_id=granted.grant_id,
-                                                                      grant_scopes=["userinfo"])
+                                                                      grant_scopes=["userinfo"], grant_resources=None)
     code = await db.read(codes_repo.by_hash, "d" * 64)
     assert code is not None
     assert (code.grant_id, code.asu, code.scopes, code.code_challenge) == (granted.grant_id, granted.asu,

@@ -250,7 +250,7 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
     if issued is not None:
         held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
-        held_resources = list(issued.grant_resources)
+        held_resources = list(issued.grant_resources or ())
         more = [uri for uri in request.resource_uris if uri not in held_resources]
         if union != list(held) or more:  # a second approval extends the grant to the union
             grants_repo.set_scopes(conn, issued.grant_id, union, now, resources=held_resources + more if more else None)

@@ -6,7 +6,10 @@ compiled form without rebuilding the expression on every request (docs/performan
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, update
+from sqlalchemy.sql.dml import ReturningInsert
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
@@ -52,32 +55,46 @@ _STORED = (insert(refresh_tokens)
 _REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
 _STORE = insert(refresh_tokens)
 
-_FROM_GRANT = shaped(
-    CodeGrant,
-    insert(codes)
-    .from_select(["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
-                  "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id", "resources"],
-                 select(_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
-                        bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW,
-                        bindparam("p_expires_at", type_=BigInteger), bindparam("p_id_token_alg", type_=String),
-                        bindparam("p_nonce", type_=String), bindparam("p_auth_time", type_=BigInteger),
-                        bindparam("p_session_id", type_=String), bindparam("p_resources", type_=JSON))
-                 .join_from(grants, subjects,
-                            (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
-                 .join(users, users.c.id == grants.c.user_id)
-                 .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
-                        grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None))
-                 # PostgreSQL: a revocation, disable or deletion under way updates one of these rows;
-                 # the lock waits for it and then sees its outcome (no code is issued after its
-                 # codes were revoked), or makes it wait and then revoke this code too. Locked in
-                 # the order named (the user's row first), as every change to both takes them.
-                 .with_for_update(read=True, of=[users, grants]))
-    # The grant's scopes, to extend it if this approval asks for more. Written out: SQLite allows
-    # a subquery in RETURNING, but SQLAlchemy does not correlate one there.
-    .returning(codes.c.grant_id, literal_column(
-        "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes"),
-               literal_column("(SELECT g.resources FROM grants AS g WHERE g.id = authorization_codes.grant_id)",
-                              JSON).label("grant_resources")))
+def _code_from_grant(with_resources: bool) -> ReturningInsert[Any]:
+    """The code-issuing statement of `insert_from_live_grant`. A request naming no resource (RFC
+    8707) leaves the code's `resources` to its default and reads none of the grant's: the hot path
+    stays as it was before resources existed."""
+    columns = ["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
+               "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id"]
+    values = [_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
+              bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW, bindparam("p_expires_at", type_=BigInteger),
+              bindparam("p_id_token_alg", type_=String), bindparam("p_nonce", type_=String),
+              bindparam("p_auth_time", type_=BigInteger), bindparam("p_session_id", type_=String)]
+    grant_resources = literal_column("NULL", JSON)
+    if with_resources:
+        columns.append("resources")
+        values.append(bindparam("p_resources", type_=JSON))
+        grant_resources = literal_column(
+            "(SELECT g.resources FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON)
+    return shaped(
+        CodeGrant,
+        insert(codes)
+        .from_select(columns,
+                     select(*values)
+                     .join_from(grants, subjects,
+                                (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
+                     .join(users, users.c.id == grants.c.user_id)
+                     .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
+                            grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None))
+                     # PostgreSQL: a revocation, disable or deletion under way updates one of these rows;
+                     # the lock waits for it and then sees its outcome (no code is issued after its
+                     # codes were revoked), or makes it wait and then revoke this code too. Locked in
+                     # the order named (the user's row first), as every change to both takes them.
+                     .with_for_update(read=True, of=[users, grants]))
+        # The grant's scopes (and resources), to extend it if this approval asks for more. Written
+        # out: SQLite allows a subquery in RETURNING, but SQLAlchemy does not correlate one there.
+        .returning(codes.c.grant_id, literal_column(
+            "(SELECT g.scopes FROM grants AS g WHERE g.id = authorization_codes.grant_id)", JSON).label("grant_scopes"),
+                   grant_resources.label("grant_resources")))
+
+
+_FROM_GRANT = _code_from_grant(with_resources=False)
+_FROM_GRANT_FOR_RESOURCES = _code_from_grant(with_resources=True)
 
 
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
@@ -102,10 +119,13 @@ def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one) or the user is
     disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
-    row = conn.execute(_FROM_GRANT, {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash,
-                                     "p_redirect_uri": redirect_uri, "p_scopes": scopes, "p_challenge": challenge,
-                                     "p_now": now, "p_expires_at": expires_at, "p_resources": resources or [],
-                                     **{f"p_{k}": v for k, v in _openid_values(openid).items()}}).first()
+    params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
+              "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
+              **{f"p_{k}": v for k, v in _openid_values(openid).items()}}
+    if resources:
+        row = conn.execute(_FROM_GRANT_FOR_RESOURCES, {**params, "p_resources": resources}).first()
+    else:
+        row = conn.execute(_FROM_GRANT, params).first()
     return CodeGrant(*row) if row is not None else None
 
 
