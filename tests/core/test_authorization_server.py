@@ -35,8 +35,15 @@ def credentials(authorization: str = "", **form: str) -> ClientCredentials:
     return presented_credentials(CLIENT_AUTH_METHODS, authorization, form)
 
 
-def test_the_methods_are_basic_then_post():
-    assert [method.name for method in CLIENT_AUTH_METHODS] == ["client_secret_basic", "client_secret_post"]
+def test_the_methods_are_basic_then_post_then_none():
+    assert [method.name for method in CLIENT_AUTH_METHODS] == ["client_secret_basic", "client_secret_post", "none"]
+
+
+def test_a_client_id_alone_presents_the_public_method():
+    """Contract 17: a public client sends its client_id and no secret; its statement matches only an
+    app whose stored digest is the public one, so a confidential app's id alone is invalid_client."""
+    presented = credentials(client_id="cid_a")
+    assert (presented.client_id, presented.method, presented.public) == ("cid_a", "none", True)
 
 
 def test_client_secret_basic_decodes_form_encoded_credentials():
@@ -72,7 +79,7 @@ def test_client_secret_post_reads_the_form():
     assert (presented.client_id, presented.secret, presented.method) == ("cid_a", "s", "client_secret_post")
 
 
-@pytest.mark.parametrize("form", [{}, {"client_id": "cid_a"}, {"client_secret": "s"},
+@pytest.mark.parametrize("form", [{}, {"client_secret": "s"},
                                   {"client_id": "cid_a", "client_secret": ""}])
 def test_no_credentials_at_all_are_invalid_client(form):
     with pytest.raises(errors.ClientSecretMismatch, match="Client authentication is required"):

@@ -20,6 +20,7 @@ EXPECTED = {
     errors.InternalError: (500, "server.internal_error", "server_error", True),
     errors.ApplicationNotFound: (404, "oauth2.application.not_found", "invalid_request", False),
     errors.RedirectUriMismatch: (400, "oauth2.redirect_uri.mismatch", "invalid_grant", False),
+    errors.ClientDocumentInvalid: (400, "oauth2.client_document.invalid", "invalid_client", False),
     errors.ScopeInvalid: (400, "oauth2.scope.invalid", "invalid_scope", True),
     errors.ResponseTypeUnsupported: (400, "oauth2.response_type.unsupported", "unsupported_response_type", True),
     errors.AccessDenied: (403, "oauth2.authorization.denied", "access_denied", True),
