@@ -13,6 +13,7 @@ from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import NotFound
 from lbauth.handlers.base import CorsHandler
 from lbauth.settings import Settings
+from lbauth.storage.records import PUBLIC_CLIENT_METHOD
 
 _PUBLIC_CACHE = "public, max-age=300"
 
@@ -20,7 +21,7 @@ _PUBLIC_CACHE = "public, max-age=300"
 _CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
 # Public clients (`none`, contract 17) use the token and revocation endpoints; introspection
 # needs a confidential client.
-_PUBLIC_CLIENT_AUTH_METHODS = [*_CLIENT_AUTH_METHODS, "none"]
+_PUBLIC_CLIENT_AUTH_METHODS = [*_CLIENT_AUTH_METHODS, PUBLIC_CLIENT_METHOD]
 
 
 def metadata(settings: Settings) -> dict:

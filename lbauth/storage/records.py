@@ -48,6 +48,10 @@ class Session:
     authenticated_at: int  # the last sign-in (OpenID auth_time)
 
 
+# RFC 7591 2 `token_endpoint_auth_method` of a public client (contract 17): no secret.
+PUBLIC_CLIENT_METHOD: Final = "none"  # noqa: S105 (a method name, not a secret)
+
+
 @dataclass(frozen=True, slots=True)
 class App:
     """A registered app and its owner's email (spec section 1, contract sections 2 and 17); an app
@@ -76,7 +80,7 @@ class App:
     @property
     def public(self) -> bool:
         """A public client (RFC 6749 2.1, contract 17): no secret; PKCE S256 required."""
-        return self.token_endpoint_auth_method == "none"  # noqa: S105 (a method name, not a secret)
+        return self.token_endpoint_auth_method == PUBLIC_CLIENT_METHOD
 
     @property
     def default_scopes(self) -> list[str]:

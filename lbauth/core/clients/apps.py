@@ -18,7 +18,7 @@ from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import KEEP, App, AppChanges
+from lbauth.storage.records import KEEP, PUBLIC_CLIENT_METHOD, App, AppChanges
 from lbauth.storage.repo import apps as repo
 from lbauth.storage.repo import users as users_repo
 
@@ -29,8 +29,7 @@ class AppPolicy:
     development: bool
 
 
-# token_endpoint_auth_method (RFC 7591 2) of the apps an operator creates
-PUBLIC, CONFIDENTIAL = "none", "client_secret_basic"
+CONFIDENTIAL = "client_secret_basic"  # token_endpoint_auth_method (RFC 7591 2) of an operator's confidential app
 
 
 def webhook_secret_purpose(app_id: str) -> str:
@@ -100,7 +99,7 @@ async def create_app(db: Database, clock: Clock, keys: MasterKeys, policy: AppPo
                         webhook_url=webhook_url or None,
                         webhook_secret_sealed=keys.seal(webhook_secret.encode(), webhook_secret_purpose(app_id)),
                         now=now, id_token_alg=alg, post_logout_redirect_uris=logout_uris,
-                        token_endpoint_auth_method=PUBLIC if public else CONFIDENTIAL)
+                        token_endpoint_auth_method=PUBLIC_CLIENT_METHOD if public else CONFIDENTIAL)
 
     await db.transaction(work)
     return {"appId": app_id, "clientId": client_id, "clientSecret": client_secret, "webhookSecret": webhook_secret,

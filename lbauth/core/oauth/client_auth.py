@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from lbauth.core.crypto import opaque
 from lbauth.errors import ClientSecretMismatch, ValidationFailed
 from lbauth.storage import Connection
-from lbauth.storage.records import App
+from lbauth.storage.records import PUBLIC_CLIENT_METHOD, App
 from lbauth.storage.repo import apps as apps_repo
 
 _DUMMY_DIGEST = opaque.digest("lbauth: no such client")
@@ -104,7 +104,7 @@ class NoClientSecret:
     """RFC 7591 2 `none`: a public client (RFC 6749 2.1) sends its `client_id` in the form, with no
     Authorization header and no `client_secret` field (an empty one is a failed secret, not this)."""
 
-    name = "none"
+    name = PUBLIC_CLIENT_METHOD
 
     def presented(self, authorization: str, form: Mapping[str, str]) -> bool:
         return not authorization and "client_secret" not in form and bool(form.get("client_id"))

@@ -23,7 +23,7 @@ from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.errors import ClientDocumentInvalid, ValidationFailed
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import App
+from lbauth.storage.records import PUBLIC_CLIENT_METHOD, App
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import documents as documents_repo
 
@@ -94,8 +94,8 @@ def validate(url: str, document: dict[str, Any], *, development: bool) -> Docume
         raise ClientDocumentInvalid.because("its client_id is not the URL it was fetched from")
     if "client_secret" in document or "client_secret_expires_at" in document:
         raise ClientDocumentInvalid.because("it contains a client_secret; such a client must be public")
-    method = document.get("token_endpoint_auth_method", "none")
-    if method != "none":
+    method = document.get("token_endpoint_auth_method", PUBLIC_CLIENT_METHOD)
+    if method != PUBLIC_CLIENT_METHOD:
         raise ClientDocumentInvalid.because("its token_endpoint_auth_method must be none (or absent)")
     redirect_uris = document.get("redirect_uris")
     if not isinstance(redirect_uris, list) or not redirect_uris:

@@ -34,14 +34,13 @@ from lbauth.core.oauth.client_auth import PUBLIC_SECRET_DIGEST
 from lbauth.errors import ClientMetadataInvalid, RedirectUriInvalid, TokenInvalid, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import App
+from lbauth.storage.records import PUBLIC_CLIENT_METHOD, App
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import registration as repo
 from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.verify import CheckList
 
 DYNAMIC = "dynamic"
-PUBLIC_METHOD = "none"
 CONFIDENTIAL_METHODS = ("client_secret_basic", "client_secret_post")
 GRANT_TYPES = ("authorization_code", "refresh_token")
 APPLICATION_TYPES = ("web", "native")
@@ -67,7 +66,7 @@ class Metadata:
 
     @property
     def public(self) -> bool:
-        return self.token_endpoint_auth_method == PUBLIC_METHOD
+        return self.token_endpoint_auth_method == PUBLIC_CLIENT_METHOD
 
     def as_stored(self) -> dict[str, Any]:
         stored = {"redirect_uris": self.redirect_uris, "token_endpoint_auth_method": self.token_endpoint_auth_method,
@@ -88,7 +87,7 @@ def parse_metadata(document: Any) -> Metadata:
     if document.get("subject_type", "pairwise") != "pairwise":
         raise ClientMetadataInvalid("subject_type must be pairwise: every app sees its own user ids.")
     method = document.get("token_endpoint_auth_method", "client_secret_basic")
-    if method != PUBLIC_METHOD and method not in CONFIDENTIAL_METHODS:
+    if method != PUBLIC_CLIENT_METHOD and method not in CONFIDENTIAL_METHODS:
         raise ClientMetadataInvalid("token_endpoint_auth_method must be none, client_secret_basic "
                                     "or client_secret_post.")
     grant_types = _strings(document, "grant_types", ["authorization_code", "refresh_token"])

@@ -8,10 +8,10 @@ from typing import Any
 from sqlalchemy import Connection, insert, update
 
 from lbauth.storage.models import apps
+from lbauth.storage.records import PUBLIC_CLIENT_METHOD
 from lbauth.storage.repo import duplicate_refused
 
 REGISTRATION = "document"
-PUBLIC = "none"  # token_endpoint_auth_method of a public client (no secret)
 
 
 def update_document_app(conn: Connection, *, client_id: str, name: str, redirect_uris: list[str],
@@ -32,5 +32,6 @@ def insert_document_app(conn: Connection, *, app_id: str, client_id: str, name: 
                 id=app_id, client_id=client_id, name=name, owner_id=None, client_secret_hash="",
             redirect_uris=redirect_uris,
             scopes=scopes, webhook_url=None, webhook_secret_sealed=webhook_secret_sealed, created_at=now,
-            updated_at=now, token_endpoint_auth_method=PUBLIC, registration=REGISTRATION, registration_token_hash=None,
+            updated_at=now, token_endpoint_auth_method=PUBLIC_CLIENT_METHOD, registration=REGISTRATION,
+            registration_token_hash=None,
             client_metadata=metadata, document_expires_at=expires_at))
