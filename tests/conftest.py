@@ -40,6 +40,7 @@ from lbauth.server import RunningServer, start
 from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
 from tests.client import ERROR_BODIES, Client
+from tests.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("LBAUTH_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
@@ -250,6 +251,14 @@ async def server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]
     finally:
         srv.client.close()
         await srv.running.stop()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A webhook receiver on a loopback port (tests/receiver.py), stopped after the test."""
+    r = Receiver()
+    yield r
+    await r.stop()
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,

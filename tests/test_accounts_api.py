@@ -48,7 +48,6 @@ from tests.flow_helpers import (
     refresh,
     tokens_for,
 )
-from tests.receiver import Receiver
 from tests.revocation_helpers import (
     INVALID_TOKEN,
     assert_revoked_at_me,
@@ -420,13 +419,6 @@ async def test_password_changes_are_rate_limited_like_sign_in(limited):
 
 
 # ---- leaving: DELETE /api/account --------------------------------------------------------------------------
-
-@pytest.fixture
-async def receiver():
-    r = Receiver()
-    yield r
-    await r.stop()
-
 
 @pytest.fixture
 async def hooked(tmp_path, database_url):

@@ -49,7 +49,6 @@ from tests.flow_helpers import (
     redirect_query,
     tokens_for,
 )
-from tests.receiver import Receiver
 
 try:
     from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
@@ -96,13 +95,6 @@ async def browser() -> AsyncIterator[Browser]:
             yield chromium
         finally:
             await chromium.close()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    yield r
-    await r.stop()
 
 
 @pytest.fixture

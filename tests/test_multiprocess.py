@@ -21,16 +21,9 @@ from lbauth.storage.models import grants, webhook_events
 from tests.conftest import start_server
 from tests.flow_helpers import full_setup, tokens_for
 from tests.processes import ServerProcess
-from tests.receiver import Answer, Receiver
+from tests.receiver import Answer
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def receiver():
-    r = Receiver()
-    yield r
-    await r.stop()
 
 
 async def wait_until(predicate, seconds: float, step: float = 0.1) -> float:

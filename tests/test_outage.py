@@ -267,13 +267,6 @@ class Blackhole(Silent):
         self.listener.close()
 
 
-@pytest.fixture
-async def receiver():
-    r = Receiver()
-    yield r
-    await r.stop()
-
-
 async def seed(tmp_path, database_url: str, receiver: Receiver, base_url: str) -> list[list[dict]]:
     """Users, apps with the receiver as webhook URL, and a grant with tokens per (user, app), made
     in-process before the server under test starts (one deployment: the same base URL, so the

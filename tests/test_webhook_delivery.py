@@ -22,13 +22,6 @@ SCHEDULE = (10, 20, 30)
 
 
 @pytest.fixture
-async def receiver():
-    r = Receiver()
-    yield r
-    await r.stop()
-
-
-@pytest.fixture
 async def srv(tmp_path, database_url):
     server = await start_server(tmp_path, database_url, env="development", webhook_timeout=1,
                                 webhook_retry_schedule=",".join(map(str, SCHEDULE)))

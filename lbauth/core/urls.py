@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from urllib.parse import urlsplit
+from collections.abc import Mapping
+from urllib.parse import urlencode, urlsplit
 
 from lbauth.errors import ValidationFailed
 
@@ -169,3 +170,10 @@ def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
     if isinstance(address, ipaddress.IPv4Address):
         return not any(address in network for network in _NOT_PUBLIC_V4)
     return not any(address in network for network in _NOT_PUBLIC_V6)
+
+
+def with_query(url: str, params: Mapping[str, str | None]) -> str:
+    """Append the parameters that have a value to a URI that may already carry a query (RFC 6749
+    3.1.2: a redirect URI's query is kept)."""
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{url}{'&' if urlsplit(url).query else ('' if url.endswith('?') else '?')}{query}"

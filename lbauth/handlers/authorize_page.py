@@ -17,6 +17,7 @@ from lbauth.core.oauth import authorize
 from lbauth.core.oauth.authorize import AuthorizationRequest
 from lbauth.core.oidc import requests as oidc_requests
 from lbauth.core.oidc.id_tokens import hint_is_for, read_hint
+from lbauth.core.urls import with_query
 from lbauth.errors import (
     AccessDenied,
     AuthorizationRedirect,
@@ -25,7 +26,7 @@ from lbauth.errors import (
     LoginRequired,
     ValidationFailed,
 )
-from lbauth.handlers.pages import PageHandler, with_query
+from lbauth.handlers.pages import PageHandler
 from lbauth.storage.records import App
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",

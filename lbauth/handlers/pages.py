@@ -183,12 +183,6 @@ def safe_next(target: str | None) -> str:
     return target if not parts.scheme and not parts.netloc else "/account/apps"
 
 
-def with_query(url: str, params: dict[str, str | None]) -> str:
-    """Append parameters to a redirect URI that may already carry a query (RFC 6749 3.1.2)."""
-    query = urlencode({k: v for k, v in params.items() if v is not None})
-    return f"{url}{'&' if urlsplit(url).query else ('' if url.endswith('?') else '?')}{query}"
-
-
 class LoginPage(PageHandler):
     """GET/POST {auth_url}/login: email and password, then back to where the user was going."""
 

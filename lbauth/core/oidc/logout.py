@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from lbauth import errors
 from lbauth.core.oidc.id_tokens import read_hint
+from lbauth.core.urls import with_query
 from lbauth.storage.db import Database
 from lbauth.storage.records import App
 from lbauth.storage.repo import apps as apps_repo
@@ -44,8 +44,7 @@ class Logout:
             return None
         if self.state is None:
             return self.redirect_uri
-        separator = "&" if urlsplit(self.redirect_uri).query else ("" if self.redirect_uri.endswith("?") else "?")
-        return f"{self.redirect_uri}{separator}{urlencode({'state': self.state})}"
+        return with_query(self.redirect_uri, {"state": self.state})
 
     def asks_first(self, session_id: str | None) -> bool:
         """A signed-in user is asked before the session ends, unless the hint names that session."""
