@@ -27,7 +27,7 @@ from lbauth.core.crypto import keys
 from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
 from lbauth.core.crypto.reseal import master_keys_for
-from lbauth.core.oauth.revocation import ServerCheckList
+from lbauth.core.oauth.checklist import ServerCheckList
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
     db = open_database(settings.database_url)
     try:
-        before, after = await migrate.upgrade(db)
+        before, after = await migrate.upgrade(db, settings.signing_alg)
     finally:
         await db.close()
     return {"from": before, "to": after}

@@ -32,7 +32,7 @@ from lbauth.settings import Settings
 from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
 from lbauth.storage.listen import Listener
-from lbauth.storage.repo.revocations import NOTIFY_CHANNEL
+from lbauth.storage.repo.changes import NOTIFY_CHANNEL
 
 log = logging.getLogger("lbauth.server")
 
@@ -50,7 +50,7 @@ async def open_storage(settings: Settings) -> Database:
     db = open_database(settings.database_url)
     try:
         if settings.is_sqlite:
-            await migrate.upgrade(db)
+            await migrate.upgrade(db, settings.signing_alg)
         else:
             await migrate.check(db)
     except BaseException:
@@ -67,7 +67,7 @@ async def build_services(settings: Settings, clock: Clock | None = None, *, anno
     try:
         master_keys = await master_keys_for(db, settings)  # refuses to start without every sealing key
         await ensure_keys(db, clock, master_keys, settings.signing_alg)
-        keyring = await load_keyring(db, master_keys, settings.signing_alg)
+        keyring = await load_keyring(db, master_keys)
     except BaseException:
         await db.close()
         raise

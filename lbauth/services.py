@@ -12,7 +12,7 @@ from lbauth.core.accounts.accounts import Accounts
 from lbauth.core.clients.apps import AppPolicy
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
-from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
+from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
@@ -95,7 +95,7 @@ class Services:
 
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""
-        keyring = await load_keyring(self.db, self.master_keys, self.settings.signing_alg)
+        keyring = await load_keyring(self.db, self.master_keys)
         changed = keyring.version != self.keyring.version
         if changed:
             self.keyring = keyring

@@ -39,7 +39,7 @@ from lbauth.core.clients import outbox
 from lbauth.core.crypto import opaque
 from lbauth.core.oauth import authorize
 from lbauth.storage.db import Database, open_database
-from lbauth.storage.models import authorization_codes, grants, refresh_tokens, revocations, subjects, webhook_events
+from lbauth.storage.models import authorization_codes, changes, grants, refresh_tokens, subjects, webhook_events
 from tests.conftest import start_server
 from tests.processes import ServerProcess
 from tests.receiver import Answer, Receiver
@@ -78,13 +78,6 @@ class Case:
 
     def credentials(self) -> dict[str, str]:
         return {"client_id": self.client_id, "client_secret": self.client_secret}
-
-
-@pytest.fixture
-async def receiver():
-    r = Receiver()
-    yield r
-    await r.stop()
 
 
 async def _exchange(server: ServerProcess, case: Case, code: str):
@@ -273,7 +266,7 @@ async def check_state(server: ServerProcess, db: Database, cases: list[Case], re
             "grants": {r.id: r for r in conn.execute(select(grants))},
             "codes": {r.code_hash: r for r in conn.execute(select(authorization_codes))},
             "refresh": {r.token_hash: r for r in conn.execute(select(refresh_tokens))},
-            "revocations": list(conn.execute(select(revocations).where(revocations.c.grant_id.is_not(None)))),
+            "revocations": list(conn.execute(select(changes).where(changes.c.grant_id.is_not(None)))),
             "events": list(conn.execute(select(webhook_events))),
         }
     rows = await db.read(snapshot)
@@ -316,7 +309,7 @@ async def check_state(server: ServerProcess, db: Database, cases: list[Case], re
         for code in rows["codes"].values():
             if code.grant_id == grant.id:
                 assert code.used_at is not None or code.revoked_at is not None, "an open code under a revoked grant"
-        assert any(r.grant_id == grant.id and r.revoked_at >= grant.revoked_at for r in rows["revocations"]), \
+        assert any(r.grant_id == grant.id and r.changed_at >= grant.revoked_at for r in rows["revocations"]), \
             "a revoked grant is not on the check-list"
 
     # ---- no half-revoked grant, and durability: what clients get --------------------------------
@@ -338,7 +331,7 @@ async def check_state(server: ServerProcess, db: Database, cases: list[Case], re
     async def check_access(case: Case, token: str) -> None:
         me = await server.client.get("/api/auth/me", bearer=token)
         if case.grant_id in revoked:
-            entries = sorted(r.revoked_at for r in rows["revocations"] if r.grant_id == case.grant_id)
+            entries = sorted(r.changed_at for r in rows["revocations"] if r.grant_id == case.grant_id)
             assert me.status == 401, ("an access token of a revoked grant works", _claims(token)["iat"], entries)
             me.assert_error(401, "oauth2.token.revoked")
         elif not any(r.grant_id == case.grant_id for r in rows["revocations"]):

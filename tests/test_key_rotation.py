@@ -176,6 +176,44 @@ async def test_each_signing_step_refuses_what_would_break_tokens(tmp_path, datab
         await srv.running.stop()
 
 
+async def test_a_rotation_moves_access_tokens_only_to_the_signing_alg_setting(tmp_path, database_url):
+    """Contract 8: the key ring stores which key signs access tokens. Rotating the RS256 ID-token key
+    (younger than the access-token key or not) leaves access tokens on ES256; rotating to the
+    algorithm LBAUTH_SIGNING_ALG names moves them, and the old access-token key stays active for
+    the ID tokens of its algorithm."""
+    from lbauth.core.crypto import keys
+
+    srv = await start_server(tmp_path, database_url)
+    s = srv.services
+    try:
+        access_kid = s.keyring.signer.kid  # ES256, made by the first start
+        for _ in range(2):  # the ES256 key rotated first: the RS256 key is then the oldest active one
+            staged = await keys.stage_key(srv.db, srv.clock, s.master_keys, "ES256")
+            await keys.promote_key(srv.db, srv.clock, alg="ES256", force=True, access_alg="ES256")
+            await s.reload_keys()
+            assert s.keyring.signer.kid == staged["kid"] != access_kid
+            access_kid = staged["kid"]
+            rs = await keys.stage_key(srv.db, srv.clock, s.master_keys, "RS256")
+            await keys.promote_key(srv.db, srv.clock, alg="RS256", force=True, access_alg="ES256")
+            await s.reload_keys()
+            assert s.keyring.signer.kid == access_kid
+            assert s.keyring.signers["RS256"].kid == rs["kid"]
+        # With LBAUTH_SIGNING_ALG EdDSA, promoting an EdDSA key moves access tokens to it.
+        ed = await keys.stage_key(srv.db, srv.clock, s.master_keys, "EdDSA")
+        await keys.promote_key(srv.db, srv.clock, alg="EdDSA", force=True, access_alg="EdDSA")
+        await s.reload_keys()
+        assert (s.keyring.signer.kid, s.keyring.signer.alg) == (ed["kid"], "EdDSA")
+        assert s.keyring.signers["ES256"].kid == access_kid  # still active, for ES256 ID tokens
+        # ... and an ES256 rotation now leaves them on EdDSA.
+        await keys.stage_key(srv.db, srv.clock, s.master_keys, "ES256")
+        await keys.promote_key(srv.db, srv.clock, alg="ES256", force=True, access_alg="EdDSA")
+        await s.reload_keys()
+        assert s.keyring.signer.kid == ed["kid"]
+    finally:
+        srv.client.close()
+        await srv.running.stop()
+
+
 class RelyingParty:
     """What an OpenID Connect library does with ID tokens: verify them against the issuer's JWKS,
     cached, fetched again every second and on an unknown `kid` (at most twice a second)."""

@@ -43,9 +43,9 @@ async def stage(args, settings) -> dict:
 
 
 async def promote(args, settings) -> dict:
-    return await cli.with_database(settings, lambda db: keys.promote_key(db, SystemClock(), kid=args.kid,
-                                                                         alg=args.alg, grace=args.grace,
-                                                                         force=args.force))
+    return await cli.with_database(settings, lambda db: keys.promote_key(
+        db, SystemClock(), kid=args.kid, alg=args.alg, grace=args.grace, force=args.force,
+        access_alg=settings.signing_alg))
 
 
 async def retire(args, settings) -> list:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from lbauth.clock import iso
 from lbauth.core.accounts.accounts import profile_of
 from lbauth.core.accounts.sessions import API, SignedIn
 from lbauth.core.fields import require
-from lbauth.core.oauth import revocation
+from lbauth.core.oauth import revocation_feed
+from lbauth.core.oauth.authorizations import Authorization
 from lbauth.errors import ValidationFailed
 from lbauth.handlers.base import BaseHandler, CorsHandler
+from lbauth.storage.records import Change
 
 
 class LoginHandler(BaseHandler):
@@ -100,7 +103,8 @@ class AuthorizationsHandler(UserTokenHandler):
 
     async def get(self) -> None:
         me = await self.signed_in()
-        self.send_data({"items": await self.services.oauth.authorizations(me.user.id)})
+        items = await self.services.oauth.authorizations(me.user.id)
+        self.send_data({"items": [authorization_json(item) for item in items]})
 
 
 class AuthorizationHandler(UserTokenHandler):
@@ -108,7 +112,9 @@ class AuthorizationHandler(UserTokenHandler):
 
     async def delete(self, client_id: str) -> None:
         me = await self.signed_in()
-        self.send_data(await self.services.oauth.revoke_authorization(me.user.id, client_id))
+        revoked = await self.services.oauth.revoke_authorization(me.user.id, client_id)
+        self.send_data({"clientId": revoked.client_id, "revokedAt": iso(revoked.revoked_at),
+                        "eventId": revoked.event_id})
 
 
 class RevocationFeedHandler(CorsHandler):
@@ -122,7 +128,21 @@ class RevocationFeedHandler(CorsHandler):
 
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
-        self.send_data(await revocation.feed(self.services.db, self.services.clock, since))
+        page = await revocation_feed.feed(self.services.db, self.services.clock, since)
+        self.send_data({"items": [revocation_json(change) for change in page.entries], "cursor": page.cursor,
+                        "pollAfter": page.poll_after})
+
+
+def authorization_json(authorization: Authorization) -> dict[str, Any]:
+    """An item of GET /api/auth/authorizations (contract 7)."""
+    return {"appId": authorization.app_id, "clientId": authorization.client_id, "appName": authorization.app_name,
+            "scopes": list(authorization.scopes), "grantedAt": iso(authorization.granted_at)}
+
+
+def revocation_json(change: Change) -> dict[str, Any]:
+    """An item of the revocation feed (contract 7): a revoked grant or access token."""
+    return {("grantId" if change.grant_id else "jti"): change.grant_id or change.jti,
+            "revokedAt": iso(change.changed_at), "expiresAt": iso(change.expires_at)}
 
 
 def strings(body: Any, *names: str) -> list[str]:

@@ -177,7 +177,7 @@ class RevokeAppPage(PageHandler):
     @signed_in
     async def get(self, client_id: str) -> None:
         items = await self.services.oauth.authorizations(self.user.id)
-        item = next((i for i in items if i["clientId"] == client_id), None)
+        item = next((i for i in items if i.client_id == client_id), None)
         if item is None:
             raise AuthorizationNotFound()
         self.render_page("confirm_revoke.html", active_page="apps", item=item, meanings=scopes.SCOPES)

@@ -12,6 +12,7 @@ from urllib.parse import urlencode, urlsplit
 import jinja2
 import tornado.web
 
+from lbauth.clock import iso
 from lbauth.core import urls
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
 from lbauth.core.oauth import authorize
@@ -42,8 +43,10 @@ class StaticFiles(tornado.web.StaticFileHandler):
 
 
 def make_templates() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
-                              autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
+                             autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
+    env.filters["iso"] = iso  # a stored Unix time as the API writes it
+    return env
 
 
 class PageHandler(BaseHandler):

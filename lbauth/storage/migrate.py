@@ -17,6 +17,7 @@ from sqlalchemy import Connection, text
 from lbauth.storage.db import Database
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+DEFAULT_SIGNING_ALG = "ES256"  # lbauth.settings.Settings.signing_alg's default
 _PG_LOCK = 0x6C6261757468  # "lbauth": one migrator at a time on a shared PostgreSQL database
 
 
@@ -24,10 +25,12 @@ class SchemaOutOfDate(Exception):
     """The database schema is not the one this version of lbauth needs."""
 
 
-def _config(connection: Connection | None = None) -> Config:
+def _config(connection: Connection | None = None, signing_alg: str = DEFAULT_SIGNING_ALG) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
+    # LBAUTH_SIGNING_ALG, for a migration that must tell which key signs access tokens (0006).
+    config.attributes["signing_alg"] = signing_alg
     return config
 
 
@@ -45,13 +48,14 @@ async def current_revision(db: Database) -> str | None:
     return await db.read(_current)
 
 
-async def upgrade(db: Database) -> tuple[str | None, str]:
-    """Bring the schema to the head revision; returns (before, after)."""
+async def upgrade(db: Database, signing_alg: str = DEFAULT_SIGNING_ALG) -> tuple[str | None, str]:
+    """Bring the schema to the head revision; returns (before, after). `signing_alg`: the
+    deployment's LBAUTH_SIGNING_ALG."""
     def work(connection: Connection) -> tuple[str | None, str]:
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
         before = _current(connection)
-        command.upgrade(_config(connection), "head")
+        command.upgrade(_config(connection, signing_alg), "head")
         after = _current(connection)
         assert after is not None  # upgraded to the head revision
         return before, after

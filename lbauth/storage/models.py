@@ -203,7 +203,7 @@ class RefreshToken(Base):
 
 class SigningKey(Base):
     """JWS keys (contract section 8). state: staged -> active -> retiring -> retired; one active
-    key per algorithm."""
+    key per algorithm, and one active key with the access-token role."""
     __tablename__ = "signing_keys"
     kid: Mapped[str] = mapped_column(String(64), primary_key=True)  # RFC 7638 thumbprint
     alg: Mapped[str] = mapped_column(String(16))
@@ -214,24 +214,29 @@ class SigningKey(Base):
     activated_at: Mapped[int | None] = mapped_column(Time)
     deactivated_at: Mapped[int | None] = mapped_column(Time)
     retired_at: Mapped[int | None] = mapped_column(Time)
+    # What it signs while active (records.KeyRole): the one access-token key, or an ID-token key.
+    role: Mapped[str] = mapped_column(String(16), server_default=text("'id_tokens'"))
 
     __table_args__ = (
         Index("uq_signing_keys_active", "alg", unique=True,
               sqlite_where=text("state = 'active'"), postgresql_where=text("state = 'active'")),
+        Index("uq_signing_keys_access_tokens", "role", unique=True,
+              sqlite_where=text("state = 'active' AND role = 'access_tokens'"),
+              postgresql_where=text("state = 'active' AND role = 'access_tokens'")),
     )
 
 
-class Revocation(Base):
-    """The revocation check-list (contract section 7): a grant id or an access token jti,
-    kept until the longest-lived access token it could cover has expired. `id` is the feed cursor.
-
-    The same feed tells every process of account changes (contract 16), in entries that are not
-    published to verifiers: a session ended (`session_id`) or a user changed (`user_id`)."""
-    __tablename__ = "revocations"
+class Change(Base):
+    """The change feed (contract sections 7 and 16), read by cursor (`id`) by every process and, for
+    its grant and token entries, by offline verifiers: the revocation check-list, a grant id or an
+    access token jti kept until the longest-lived access token it could cover has expired; and the
+    account changes every process must hear of, not published: a session ended (`session_id`) or a
+    user changed (`user_id`)."""
+    __tablename__ = "changes"
     id: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
     grant_id: Mapped[str | None] = mapped_column(Id)
     jti: Mapped[str | None] = mapped_column(String(64))
-    revoked_at: Mapped[int] = mapped_column(Time)
+    changed_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time, index=True)
     session_id: Mapped[str | None] = mapped_column(Id)
     user_id: Mapped[str | None] = mapped_column(Id)
@@ -285,6 +290,6 @@ refresh_tokens = _table(RefreshToken)
 signing_keys = _table(SigningKey)
 resources = _table(Resource)
 registration_tokens = _table(RegistrationToken)
-revocations = _table(Revocation)
+changes = _table(Change)
 webhook_events = _table(WebhookEvent)
 webhook_attempts = _table(WebhookAttempt)

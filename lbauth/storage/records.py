@@ -8,7 +8,7 @@ the cheapest conversion (`repo.shaped` checks the order once, at import).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, Final, Literal
 
 
@@ -236,9 +236,16 @@ class ClientRefreshToken(RefreshToken):
     id_token_alg: str
 
 
+class KeyRole(StrEnum):
+    """What an active signing key signs (contract 8)."""
+    ACCESS_TOKENS = "access_tokens"  # access tokens, and the ID tokens of its algorithm: one key at a time
+    ID_TOKENS = "id_tokens"  # the ID tokens of its algorithm only
+
+
 @dataclass(frozen=True, slots=True)
 class SigningKey:
-    """A JWS signing key (contract section 8), its private part sealed under the master key."""
+    """A JWS signing key (contract section 8), its private part sealed under the master key. A
+    staged key's role is settled when it is promoted; a retiring one keeps the role it had."""
     kid: str
     alg: str
     state: str
@@ -248,15 +255,18 @@ class SigningKey:
     activated_at: int | None
     deactivated_at: int | None
     retired_at: int | None
+    role: str = KeyRole.ID_TOKENS  # a KeyRole
 
 
 @dataclass(frozen=True, slots=True)
-class Revocation:
-    """An entry of the revocation check-list (contract section 7); `id` is the feed's cursor."""
+class Change:
+    """An entry of the change feed (contract sections 7 and 16), naming exactly one of: a revoked
+    grant (its tokens issued at or before `changed_at`), a revoked access token, an ended session,
+    a changed user. `id` is the feed's cursor."""
     id: int
     grant_id: str | None
     jti: str | None
-    revoked_at: int
+    changed_at: int
     expires_at: int
     session_id: str | None
     user_id: str | None

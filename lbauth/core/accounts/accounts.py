@@ -20,14 +20,15 @@ from lbauth.core.accounts import passwords
 from lbauth.core.accounts.cache import AccountCache
 from lbauth.core.accounts.sessions import API, Sessions, SignedIn, announce_user_changed, end_all, open_session
 from lbauth.core.accounts.users import normalize_email
-from lbauth.core.oauth.revocation import ServerCheckList, cover_racing_tokens, revoke_grant_in, suspend_grant_in
+from lbauth.core.oauth.checklist import ServerCheckList, cover_racing_tokens
+from lbauth.core.oauth.grant_revocation import revoke_grant_in, suspend_grant_in
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.records import User
 from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import grants as grants_repo
-from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.storage.repo import sessions as sessions_repo
 from lbauth.storage.repo import users as repo
 
@@ -132,7 +133,7 @@ class Accounts:
         def work(conn: Connection) -> User | None:
             repo.update_profile(conn, user.id, **fields)
             announce_user_changed(conn, user.id, now)
-            revocations_repo.notify(conn)
+            changes_repo.notify(conn)
             return repo.by_id(conn, user.id)
         updated = await self.db.transaction(work)
         await self.sessions.learn_now()
@@ -201,7 +202,7 @@ class Accounts:
         def work(conn: Connection) -> None:
             repo.set_disabled(conn, user.id, None)
             announce_user_changed(conn, user.id, now)
-            revocations_repo.notify(conn)
+            changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.sessions.learn_now()
         return {"userId": user.id, "email": user.email, "status": "enabled"}

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
-from lbauth.core.oauth.revocation import ServerCheckList
+from lbauth.core.oauth.checklist import ServerCheckList
 
 K = TypeVar("K")
 V = TypeVar("V")

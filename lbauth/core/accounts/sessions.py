@@ -19,11 +19,11 @@ from lbauth import errors
 from lbauth.clock import Clock, iso
 from lbauth.core.accounts.cache import AccountCache
 from lbauth.core.crypto import opaque
-from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
+from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import Revocation, Session, User
-from lbauth.storage.repo import revocations as revocations_repo
+from lbauth.storage.records import Change, Session, User
+from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import sessions as repo
 
 API, BROWSER = "api", "browser"
@@ -43,19 +43,18 @@ class SignedIn:
 def announce_ended(conn: Connection, session_ids: list[str], now: int) -> None:
     """Check-list entries for sessions just ended, in the ending transaction (before its notify)."""
     for session_id in session_ids:
-        revocations_repo.insert_revocation(conn, session_id=session_id, revoked_at=now,
-                                           expires_at=now + ENTRY_LIFETIME)
+        changes_repo.session_ended(conn, session_id, at=now, expires_at=now + ENTRY_LIFETIME)
 
 
 def announce_user_changed(conn: Connection, user_id: str, now: int) -> None:
-    revocations_repo.insert_revocation(conn, user_id=user_id, revoked_at=now, expires_at=now + ENTRY_LIFETIME)
+    changes_repo.user_changed(conn, user_id, at=now, expires_at=now + ENTRY_LIFETIME)
 
 
 def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None = None) -> int:
     """End the user's live sessions (but `except_id`), announced; how many. Notifies on commit."""
     ended = repo.end(conn, repo.live_ids(conn, user_id, now, except_id=except_id), now)
     announce_ended(conn, ended, now)
-    revocations_repo.notify(conn)
+    changes_repo.notify(conn)
     return len(ended)
 
 
@@ -93,7 +92,7 @@ class Sessions:
         self._credential_of: OrderedDict[str, bytes] = OrderedDict()
         checklist.account_listeners.append(self._learn)
 
-    def _learn(self, entry: Revocation) -> None:
+    def _learn(self, entry: Change) -> None:
         if entry.session_id is not None:
             digest = self._credential_of.pop(entry.session_id, None)
             if digest is not None:
@@ -161,7 +160,7 @@ class Sessions:
             if not isinstance(session_id, str) or session_id not in repo.live_ids(conn, user_id, now):
                 raise errors.SessionNotFound()
             announce_ended(conn, repo.end(conn, [session_id], now), now)
-            revocations_repo.notify(conn)
+            changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.learn_now()
         return {"sessionId": session_id, "endedAt": iso(now)}

@@ -4,9 +4,11 @@ master key, loaded once into a `KeyRing` of ready key objects ({kid: key}), publ
 Lifecycle: `staged` (published, not signing) -> `active` (signing; one per algorithm) -> `retiring`
 (published, no longer signing) -> `retired` (gone from JWKS once no token it signed can be live).
 
-The ring holds one active key per algorithm in use (contract 8): LBAUTH_SIGNING_ALG's signs access
-tokens, and each algorithm apps choose for their ID tokens (RS256 unless an app chose ES256 or
-EdDSA; an RS256 key exists from the first start) signs those. Rotation works per algorithm.
+The ring holds one active key per algorithm in use (contract 8). One of them has the access-token
+role (KeyRole) and signs access tokens: the first start makes it with LBAUTH_SIGNING_ALG. Each
+algorithm apps choose for their ID tokens (RS256 unless an app chose ES256 or EdDSA; an RS256 key
+exists from the first start) has its key for those. Rotation works per algorithm, and never moves
+the access-token role to another algorithm unless LBAUTH_SIGNING_ALG names it (see `promote_key`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.settings import SIGNING_ALGS
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import SigningKey
+from lbauth.storage.records import KeyRole, SigningKey
 from lbauth.storage.repo import keys as repo
 
 ID_TOKEN_DEFAULT_ALG = "RS256"  # noqa: S105 - an algorithm's name (contract 15)
@@ -93,62 +95,72 @@ def _jws_header(alg: str, kid: str, typ: str) -> bytes:
 class KeyRing:
     """The keys one process signs and verifies with, built once per change of the key table."""
     signers: dict[str, Signer]  # alg -> its active key
-    access_alg: str  # the algorithm access tokens are signed with (see `build`)
+    access_alg: str | None  # the algorithm of the key with the access-token role (None: no such key yet)
     public_keys: dict[str, tuple[str, Any]]  # kid -> (alg, public key object)
     jwks: dict[str, Any]
-    version: tuple[tuple[str, str], ...]  # (kid, state) pairs: a change means reload
+    version: tuple[tuple[str, str, str], ...]  # (kid, state, role): a change means reload
 
     @property
     def signer(self) -> Signer | None:
         """The access-token key."""
-        return self.signers.get(self.access_alg)
+        return self.signers.get(self.access_alg) if self.access_alg else None
 
     @classmethod
-    def build(cls, keys: list[SigningKey], master_keys: MasterKeys, access_alg: str = "ES256") -> KeyRing:
-        """`access_alg`: LBAUTH_SIGNING_ALG. With no active key of that algorithm (the setting changed
-        and no rotation has yet made one), access tokens keep the algorithm of the oldest active key,
-        the one the first start made for them (`lbauth serve` says so: contract 8)."""
+    def build(cls, keys: list[SigningKey], master_keys: MasterKeys) -> KeyRing:
+        """Access tokens are signed by the active key with the access-token role, whatever
+        LBAUTH_SIGNING_ALG says now (`lbauth serve` says so when they differ: contract 8)."""
         signers: dict[str, Signer] = {}
         public_keys: dict[str, tuple[str, Any]] = {}
+        access_alg = None
         for key in keys:
             public_keys[key.kid] = (key.alg, _JWK_CODEC[key.alg].from_jwk(key.public_jwk))
             if key.state == "active":
                 pem = master_keys.open(key.private_key_sealed, signing_key_purpose(key.kid))
                 signers[key.alg] = Signer(key.kid, key.alg, serialization.load_pem_private_key(pem, password=None))
-        if access_alg not in signers:
-            # The first start makes the access key and then the RS256 ID-token key, within the same
-            # second as often as not: on a tie the RS256 one is the ID tokens', not the access key.
-            active = sorted((k for k in keys if k.state == "active"),
-                            key=lambda k: (k.created_at, k.alg == ID_TOKEN_DEFAULT_ALG, k.kid))
-            access_alg = active[0].alg if active else access_alg
+                if key.role == KeyRole.ACCESS_TOKENS:
+                    access_alg = key.alg
         jwks = {"keys": [dict(key.public_jwk) for key in keys]}
-        return cls(signers, access_alg, public_keys, jwks, tuple((key.kid, key.state) for key in keys))
+        return cls(signers, access_alg, public_keys, jwks, tuple((key.kid, key.state, key.role) for key in keys))
 
 
-def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int) -> SigningKey:
+def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int,
+             role: KeyRole = KeyRole.ID_TOKENS) -> SigningKey:
     private_key = generate_private_key(alg)
     jwk = public_jwk(alg, private_key.public_key())
     pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
     return SigningKey(kid=jwk["kid"], alg=alg, state=state, public_jwk=jwk,
                       private_key_sealed=master_keys.seal(pem, signing_key_purpose(jwk["kid"])), created_at=now,
-                      activated_at=now if state == "active" else None, deactivated_at=None, retired_at=None)
+                      activated_at=now if state == "active" else None, deactivated_at=None, retired_at=None,
+                      role=role.value)
+
+
+def _active(conn: Connection) -> list[SigningKey]:
+    return [key for key in repo.published(conn) if key.state == "active"]
 
 
 async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str, *,
-                            unless_any: bool = False) -> bool:
-    """Make an active key of `alg` if there is none (`unless_any`: only if no key of any algorithm
-    is active); True if one was made. Safe when several processes start at once: the schema allows
-    one active key per algorithm."""
-    def has_active(conn: Connection) -> bool:
-        return any(key.state == "active" and (unless_any or key.alg == alg) for key in repo.published(conn))
+                            role: KeyRole = KeyRole.ID_TOKENS) -> bool:
+    """Make an active key of `alg` if there is none; True if one was made. For the access-token
+    `role`: only if no active key has that role yet, and an active key of `alg` takes the role
+    rather than a second being made. Safe when several processes start at once: the schema allows
+    one active key per algorithm, and one with the access-token role."""
+    def missing(conn: Connection) -> bool:
+        active = _active(conn)
+        if role == KeyRole.ACCESS_TOKENS:
+            return not any(key.role == role for key in active)
+        return not any(key.alg == alg for key in active)
 
-    if await db.read(has_active):
+    if not await db.read(missing):
         return False
-    key = _new_key(alg, "active", master_keys, int(clock.now()))  # key generation: outside the transaction
+    key = _new_key(alg, "active", master_keys, int(clock.now()), role)  # key generation: outside the transaction
 
     def work(conn: Connection) -> bool:
-        if has_active(conn):
+        if not missing(conn):
+            return False
+        same_alg = next((k for k in _active(conn) if k.alg == alg), None)
+        if same_alg is not None:  # only for the access-token role: ID tokens of `alg` have their key
+            repo.set_role(conn, same_alg.kid, role)
             return False
         repo.insert_key(conn, key)
         return True
@@ -161,12 +173,12 @@ async def ensure_active_key(db: Database, clock: Clock, master_keys: MasterKeys,
 async def ensure_keys(db: Database, clock: Clock, master_keys: MasterKeys, access_alg: str) -> None:
     """At start: the access-token key (LBAUTH_SIGNING_ALG's, on a new database) and an RS256 key,
     the ID tokens' default (contract 8)."""
-    await ensure_active_key(db, clock, master_keys, access_alg, unless_any=True)
+    await ensure_active_key(db, clock, master_keys, access_alg, role=KeyRole.ACCESS_TOKENS)
     await ensure_active_key(db, clock, master_keys, ID_TOKEN_DEFAULT_ALG)
 
 
-async def load_keyring(db: Database, master_keys: MasterKeys, access_alg: str = "ES256") -> KeyRing:
-    return KeyRing.build(await db.read(repo.published), master_keys, access_alg)
+async def load_keyring(db: Database, master_keys: MasterKeys) -> KeyRing:
+    return KeyRing.build(await db.read(repo.published), master_keys)
 
 
 def key_view(key: SigningKey) -> dict[str, Any]:
@@ -205,11 +217,23 @@ async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: st
     return {"kid": key.kid, "alg": alg, "state": "staged", "createdAt": iso(key.created_at)}
 
 
+def role_on_promotion(active: list[SigningKey], target: SigningKey, access_alg: str | None) -> KeyRole:
+    """What `target` signs once promoted: access tokens if the key it replaces signed them, or if its
+    algorithm is `access_alg` (LBAUTH_SIGNING_ALG) and the access-token key's is not (the one way
+    to change the access-token algorithm: contract 8); else the ID tokens of its algorithm."""
+    access = next((key for key in active if key.role == KeyRole.ACCESS_TOKENS), None)
+    if access is None or target.alg in (access.alg, access_alg):
+        return KeyRole.ACCESS_TOKENS
+    return KeyRole.ID_TOKENS
+
+
 async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, alg: str | None = None,
-                      grace: int = DEFAULT_GRACE_SECONDS, force: bool = False) -> dict[str, Any]:
+                      grace: int = DEFAULT_GRACE_SECONDS, force: bool = False,
+                      access_alg: str | None = None) -> dict[str, Any]:
     """Step 2: the staged key (or, to roll back, a retiring one) starts signing; the active key of
     its algorithm becomes `retiring`: still published, so every token it signed keeps verifying.
-    With keys of several algorithms staged, `alg` or `kid` says which."""
+    With keys of several algorithms staged, `alg` or `kid` says which. `access_alg`:
+    LBAUTH_SIGNING_ALG (see `role_on_promotion`)."""
     now = int(clock.now())
 
     def work(conn: Connection) -> dict[str, Any]:
@@ -228,9 +252,14 @@ async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, alg
             raise RotationRefused(
                 f"key {target.kid} has been published for {published_for} s; verifiers may still hold a JWKS "
                 f"without it for up to {grace} s. Wait {grace - published_for} s more, or pass --force.")
-        for key in keys.values():
-            if key.state == "active" and key.alg == target.alg:
+        active = [key for key in keys.values() if key.state == "active"]
+        role = role_on_promotion(active, target, access_alg)
+        for key in active:
+            if key.alg == target.alg:
                 repo.deactivate(conn, key.kid, now)
+            elif role == KeyRole.ACCESS_TOKENS and key.role == role:  # it keeps signing its ID tokens
+                repo.set_role(conn, key.kid, KeyRole.ID_TOKENS)
+        repo.set_role(conn, target.kid, role)
         repo.activate(conn, target.kid, now)
         return {"kid": target.kid, "alg": target.alg, "state": "active", "activatedAt": iso(now)}
     return await db.transaction(work)

@@ -17,16 +17,17 @@ from lbauth.clock import Clock
 from lbauth.core import resources, scopes
 from lbauth.core.crypto import opaque
 from lbauth.core.fields import require
+from lbauth.core.oauth.checklist import CheckList, enter_grant, refresh_checklist
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
-from lbauth.core.oauth.revocation import KEEP_PAST_EXPIRY, CheckList, refresh_checklist, revoke_reused_grant
+from lbauth.core.oauth.grant_revocation import revoke_reused_grant
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti, pkce_challenge
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
 from lbauth.storage.records import RefreshToken
+from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import codes as codes_repo
-from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.storage.repo import tokens as tokens_repo
 
 RequestT = TypeVar("RequestT")
@@ -150,9 +151,8 @@ def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: C
         # The first redemption's refresh token, and every access token of the grant issued so far
         # (the first one and any refreshed from it): a replayed code means the code leaked.
         tokens_repo.revoke_from_code(conn, code_hash, now)
-        revocations_repo.insert_revocation(conn, grant_id=row.grant_id, revoked_at=now,
-                                           expires_at=now + access_ttl + KEEP_PAST_EXPIRY)
-        revocations_repo.notify(conn)
+        enter_grant(conn, row.grant_id, now, access_ttl)
+        changes_repo.notify(conn)
         raise CommitThenRaise(errors.CodeUsed())
     if row.expires_at <= now:
         raise errors.CodeExpired()

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lbauth.clock import Clock
-from lbauth.core.oauth import revocation
+from lbauth.core.oauth import authorizations, introspection, token_revocation
+from lbauth.core.oauth.authorizations import Authorization, RevokedAuthorization
+from lbauth.core.oauth.checklist import CheckList
 from lbauth.core.oauth.client_auth import (
     ClientAuthMethod,
     ClientCredentials,
@@ -22,7 +24,6 @@ from lbauth.core.oauth.client_auth import (
     presented_credentials,
 )
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
-from lbauth.core.oauth.revocation import CheckList
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
@@ -80,9 +81,9 @@ class AuthorizationServer:
     async def revoke(self, client: ClientCredentials, token: str) -> None:
         """RFC 7009 2.1; a public client names itself by its `client_id` and revokes only its own tokens."""
         app = await self.authenticate(client)
-        await revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
-                                      token=token, issuer=self.settings.issuer, audience=None,
-                                      access_ttl=self.settings.access_token_ttl)
+        await token_revocation.revoke_token(self.db, self.clock, self.checklist, self.tokens.public_keys, app=app,
+                                            token=token, issuer=self.settings.issuer, audience=None,
+                                            access_ttl=self.settings.access_token_ttl)
 
     async def introspect(self, client: ClientCredentials, token: str) -> dict[str, Any]:
         """RFC 7662 2.1: the caller must be authorized to introspect; here, a confidential client
@@ -90,16 +91,17 @@ class AuthorizationServer:
         if client.public:
             raise ClientSecretMismatch("Introspection needs a confidential client's credentials.")
         app = await self.authenticate(client)
-        return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
-                                           issuer=self.settings.issuer, audience=None)
+        return await introspection.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
+                                              issuer=self.settings.issuer, audience=None)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 
-    async def authorizations(self, user_id: str) -> list[dict[str, Any]]:
+    async def authorizations(self, user_id: str) -> list[Authorization]:
         """The apps the user authorized, with their scopes and when."""
-        return await revocation.list_authorizations(self.db, user_id)
+        return await authorizations.list_authorizations(self.db, user_id)
 
-    async def revoke_authorization(self, user_id: str, client_id: str) -> dict[str, Any]:
+    async def revoke_authorization(self, user_id: str, client_id: str) -> RevokedAuthorization:
         """The user revokes an app: its grant, tokens and codes, and the webhook event."""
-        return await revocation.revoke_authorization(self.db, self.clock, self.checklist, user_id=user_id,
-                                                     client_id=client_id, access_ttl=self.settings.access_token_ttl)
+        return await authorizations.revoke_authorization(self.db, self.clock, self.checklist, user_id=user_id,
+                                                         client_id=client_id,
+                                                         access_ttl=self.settings.access_token_ttl)

@@ -13,7 +13,7 @@ from typing import Any
 from lbauth import errors
 from lbauth.clock import Clock
 from lbauth.core.crypto.keys import KeyRing
-from lbauth.core.oauth.revocation import CheckList
+from lbauth.core.oauth.checklist import CheckList
 from lbauth.settings import Settings
 from lbauth.verify import PREFIX, TokenError, check_times, decode_access_token
 

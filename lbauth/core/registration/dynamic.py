@@ -29,15 +29,16 @@ from lbauth.core.clients.apps import webhook_secret_purpose
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.crypto.masterkey import MasterKeys
-from lbauth.core.oauth import revocation
+from lbauth.core.oauth.checklist import cover_racing_tokens
 from lbauth.core.oauth.client_auth import PUBLIC_SECRET_DIGEST
+from lbauth.core.oauth.grant_revocation import suspend_grant_in
 from lbauth.errors import ClientMetadataInvalid, RedirectUriInvalid, TokenInvalid, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.records import PUBLIC_CLIENT_METHOD, App
 from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import registration as repo
-from lbauth.storage.repo import revocations as revocations_repo
 from lbauth.verify import CheckList
 
 DYNAMIC = "dynamic"
@@ -251,10 +252,10 @@ async def delete(db: Database, clock: Clock, checklist: CheckList, client_id: st
         app = _registered(conn, client_id, access_token)
         grant_ids = repo.live_grant_ids_of_app(conn, app.id)
         for grant_id in grant_ids:
-            revocation.suspend_grant_in(conn, clock, grant_id, now, access_ttl)
+            suspend_grant_in(conn, clock, grant_id, now, access_ttl)
         repo.delete_app(conn, app.id)
-        revocations_repo.notify(conn)
+        changes_repo.notify(conn)
         return grant_ids
 
     for grant_id in await db.transaction(work):
-        await revocation.cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)
+        await cover_racing_tokens(db, clock, checklist, grant_id, now, access_ttl)

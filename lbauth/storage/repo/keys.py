@@ -7,7 +7,7 @@ from dataclasses import fields
 from sqlalchemy import Connection, insert, select, update
 
 from lbauth.storage.models import signing_keys
-from lbauth.storage.records import SigningKey
+from lbauth.storage.records import KeyRole, SigningKey
 from lbauth.storage.repo import duplicate_refused, shaped
 
 PUBLISHED_STATES = ("staged", "active", "retiring")
@@ -15,7 +15,8 @@ _ALL = shaped(SigningKey, select(signing_keys).order_by(signing_keys.c.created_a
 
 
 def insert_key(conn: Connection, key: SigningKey) -> None:
-    """Raises Duplicate for a second active key (the schema allows one) or a kid already stored."""
+    """Raises Duplicate for a second active key of an algorithm or for access tokens (the schema
+    allows one) or a kid already stored."""
     with duplicate_refused("signing key"):
         conn.execute(insert(signing_keys).values({f.name: getattr(key, f.name) for f in fields(key)}))
 
@@ -33,6 +34,10 @@ def all_keys(conn: Connection) -> list[SigningKey]:
 def activate(conn: Connection, kid: str, now: int) -> None:
     conn.execute(update(signing_keys).where(signing_keys.c.kid == kid)
                  .values(state="active", activated_at=now, deactivated_at=None))
+
+
+def set_role(conn: Connection, kid: str, role: KeyRole) -> None:
+    conn.execute(update(signing_keys).where(signing_keys.c.kid == kid).values(role=role.value))
 
 
 def deactivate(conn: Connection, kid: str, now: int) -> None:

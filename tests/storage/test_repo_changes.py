@@ -1,24 +1,24 @@
-"""The stored revocation check-list (contract section 7): entries in id order, read by cursor,
-live until they expire."""
+"""The change feed as stored (contract sections 7 and 16), the revocation check-list among it:
+entries in id order, read by cursor, live until they expire."""
 
 from __future__ import annotations
 
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import Revocation
-from lbauth.storage.repo import revocations as repo
+from lbauth.storage.records import Change
+from lbauth.storage.repo import changes as repo
 from tests.storage.conftest import NOW
 
 
 async def test_the_feed_since_a_cursor(db: Database) -> None:
-    await db.transaction(repo.insert_revocation, grant_id="gnt_1", revoked_at=NOW, expires_at=NOW + 100)
-    await db.transaction(repo.insert_revocation, jti="jti-1", revoked_at=NOW + 1, expires_at=NOW + 10)
-    await db.transaction(repo.insert_revocation, grant_id="gnt_2", revoked_at=NOW + 2, expires_at=NOW + 100)
+    await db.transaction(repo.grant_revoked, "gnt_1", at=NOW, expires_at=NOW + 100)
+    await db.transaction(repo.token_revoked, "jti-1", at=NOW + 1, expires_at=NOW + 10)
+    await db.transaction(repo.grant_revoked, "gnt_2", at=NOW + 2, expires_at=NOW + 100)
 
     entries = await db.read(repo.since, 0, NOW)
-    assert [(e.grant_id, e.jti, e.revoked_at, e.expires_at) for e in entries] == [
+    assert [(e.grant_id, e.jti, e.changed_at, e.expires_at) for e in entries] == [
         ("gnt_1", None, NOW, NOW + 100), (None, "jti-1", NOW + 1, NOW + 10), ("gnt_2", None, NOW + 2, NOW + 100)]
-    assert all(isinstance(e, Revocation) for e in entries)
+    assert all(isinstance(e, Change) for e in entries)
     assert entries[0].id < entries[1].id < entries[2].id
     assert await db.read(repo.since, entries[0].id, NOW) == entries[1:]
     assert await db.read(repo.since, entries[2].id, NOW) == []
@@ -29,7 +29,7 @@ async def test_the_feed_since_a_cursor(db: Database) -> None:
 async def test_the_feed_is_read_a_page_at_a_time(db: Database) -> None:
     def insert_many(conn: Connection) -> None:
         for i in range(repo.PAGE + 5):
-            repo.insert_revocation(conn, jti=f"jti-{i}", revoked_at=NOW, expires_at=NOW + 100)
+            repo.token_revoked(conn, f"jti-{i}", at=NOW, expires_at=NOW + 100)
     await db.transaction(insert_many)
 
     page = await db.read(repo.since, 0, NOW)
@@ -39,8 +39,8 @@ async def test_the_feed_is_read_a_page_at_a_time(db: Database) -> None:
 
 
 async def test_what_an_entry_covers(db: Database) -> None:
-    await db.transaction(repo.insert_revocation, grant_id="gnt_1", revoked_at=NOW, expires_at=NOW + 100)
-    await db.transaction(repo.insert_revocation, jti="jti-1", revoked_at=NOW, expires_at=NOW + 100)
+    await db.transaction(repo.grant_revoked, "gnt_1", at=NOW, expires_at=NOW + 100)
+    await db.transaction(repo.token_revoked, "jti-1", at=NOW, expires_at=NOW + 100)
 
     assert await db.read(repo.covers, "gnt_1", "other", NOW, NOW) is True  # issued at the revocation's second
     assert await db.read(repo.covers, "gnt_1", "other", NOW + 1, NOW) is False  # issued after it
