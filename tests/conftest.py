@@ -25,6 +25,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ from sqlalchemy.engine import make_url
 from lbauth import logs
 from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
-from lbauth.server import RunningServer, start
+from lbauth.server import RunningServer, build_services, start
+from lbauth.services import Services
 from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
 from tests.client import ERROR_BODIES, Client
@@ -259,6 +261,36 @@ async def receiver() -> AsyncIterator[Receiver]:
     r = Receiver()
     yield r
     await r.stop()
+
+
+# ---- the core and the storage without HTTP ----------------------------------------------------------------
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """This test's fresh database, opened."""
+    database = open_database(database_url)
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@asynccontextmanager
+async def started_services(tmp_path: Path, database_url: str, **overrides: object) -> AsyncIterator[Services]:
+    """One process's services (storage, signing keys, check-list, token minters) with the frozen
+    clock, as `lbauth serve` builds them, without HTTP."""
+    services = await build_services(make_settings(tmp_path, database_url, **overrides), FrozenClock(START_TIME),
+                                    announce=False)
+    try:
+        yield services
+    finally:
+        await services.db.close()
+
+
+@pytest.fixture
+async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
+    async with started_services(tmp_path, database_url) as built:
+        yield built
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,

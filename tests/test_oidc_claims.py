@@ -228,6 +228,13 @@ async def test_prompt_none_with_another_value_is_invalid_request(server):
     refused_with(await browser.get(oauth_url(params(setup, prompt="none login"))), setup, "invalid_request")
 
 
+async def test_a_max_age_in_digits_other_than_ascii_is_invalid_request(server):
+    """A superscript two is a digit to str.isdigit but no number to int(): it once answered 500."""
+    setup = await full_setup(server)
+    browser, _ = await first_approval(server, setup)
+    refused_with(await browser.get(oauth_url(params(setup, max_age="\u00b2"))), setup, "invalid_request")
+
+
 async def test_prompt_login_signs_in_again_and_moves_auth_time(server):
     setup = await full_setup(server)
     browser, query = await first_approval(server, setup)

@@ -3,12 +3,11 @@ file and PostgreSQL, tests/conftest.py's `database_url`), records in and out, no
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 
-from lbauth.storage.db import Database, open_database
+from lbauth.storage.db import Database
 from lbauth.storage.records import App, User
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -16,15 +15,6 @@ from lbauth.storage.repo import users as users_repo
 from tests.conftest import START_TIME
 
 NOW = START_TIME
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(database_url)
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 def new_user(user_id: str = "usr_1", email: str = "ada@example.com") -> User:

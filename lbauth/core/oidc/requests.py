@@ -48,7 +48,8 @@ def parse(params: Mapping[str, Sequence[str]]) -> OpenIdParameters:
     raw_max_age = _one(params, "max_age")
     max_age = None
     if raw_max_age not in (None, ""):
-        if not raw_max_age.isdigit() or len(raw_max_age) > 10:
+        # ASCII digits only: str.isdigit also admits "²", which int() refuses (an uncaught 500)
+        if not (raw_max_age.isascii() and raw_max_age.isdigit()) or len(raw_max_age) > 10:
             raise errors.ValidationFailed("max_age must be a whole number of seconds")
         max_age = int(raw_max_age)
     login_hint = (_one(params, "login_hint") or "")[:320] or None
