@@ -45,7 +45,7 @@ class AuthorizationRequest:
     hinted_subject: str | None = None  # the `sub` of a valid id_token_hint
     # The front channel's parameters as sent (name -> all values): a sign-in or an account choice
     # resumes the request from them. Empty for the envelope API.
-    parameters: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    parameters: Mapping[str, Sequence[str]] = field(default_factory=dict, repr=False)
 
     @property
     def resource_uris(self) -> list[str]:
