@@ -42,14 +42,14 @@ class Services:
         self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.activate_signing_key)
-        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
-                                         self.id_tokens)
-        self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
-        self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
-        self.metrics = Metrics()
         self.document_fetcher = DocumentFetcher(self.settings)
         self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
                                                 development=self.settings.development)
+        self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
+                                         self.id_tokens, self.client_documents)
+        self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
+        self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
+        self.metrics = Metrics()
 
     @property
     def app_policy(self) -> AppPolicy:

@@ -37,7 +37,9 @@ from lbauth.clock import SystemClock
 from lbauth.core.accounts import accounts
 from lbauth.core.clients import outbox
 from lbauth.core.crypto import opaque
-from lbauth.core.oauth import authorize
+from lbauth.core.oauth.authorization.codes import issue_code
+from lbauth.core.oauth.authorization.endpoint import load_client
+from lbauth.core.oauth.authorization.request import check_api_request
 from lbauth.storage.db import Database, open_database
 from lbauth.storage.models import authorization_codes, changes, grants, refresh_tokens, subjects, webhook_events
 from tests.conftest import start_server
@@ -198,9 +200,9 @@ async def test_sigkill_twice_during_exchanges_refreshes_revocations_and_deliveri
         for a in range(APPS):
             app = await seed.create_app(user["email"], name=f"App {u}-{a}", webhook_url=receiver.url)
             redirect_uri = app["redirectUris"][0]
-            loaded = await authorize.load_client(seed.db, app["clientId"], redirect_uri)
-            request = authorize.check_api_request(loaded, redirect_uri, ["userinfo"], None, None, None)
-            codes = [await authorize.issue_code(seed.db, seed.clock, request, user["userId"], 300)
+            loaded = await load_client(seed.db, app["clientId"], redirect_uri)
+            request = check_api_request(loaded, redirect_uri, ["userinfo"], None, None, None)
+            codes = [await issue_code(seed.db, seed.clock, request, user["userId"], 300)
                      for _ in range(CODES + 1)]
             index = len(cases)
             case = Case(index, user["userId"], session.token, app["clientId"], app["clientSecret"], redirect_uri,

@@ -15,7 +15,9 @@ from tornado.httpclient import HTTPClientError
 from lbauth.clock import FrozenClock, SystemClock
 from lbauth.core.accounts import accounts
 from lbauth.core.clients import outbox
-from lbauth.core.oauth import authorize
+from lbauth.core.oauth.authorization.codes import issue_code
+from lbauth.core.oauth.authorization.endpoint import load_client
+from lbauth.core.oauth.authorization.request import check_api_request
 from lbauth.storage.db import open_database
 from lbauth.storage.models import grants, webhook_events
 from tests.conftest import start_server
@@ -100,9 +102,9 @@ async def test_sigkill_during_a_burst_of_200_revocations_loses_no_event(tmp_path
     for i in range(200):
         app = await seed.create_app(user["email"], name=f"App {i}", webhook_url=receiver.url)
         redirect_uri = app["redirectUris"][0]
-        loaded = await authorize.load_client(seed.db, app["clientId"], redirect_uri)
-        request = authorize.check_api_request(loaded, redirect_uri, ["userinfo"], None, None, None)
-        await authorize.issue_code(seed.db, seed.clock, request, user["userId"], 300)
+        loaded = await load_client(seed.db, app["clientId"], redirect_uri)
+        request = check_api_request(loaded, redirect_uri, ["userinfo"], None, None, None)
+        await issue_code(seed.db, seed.clock, request, user["userId"], 300)
         client_ids.append(app["clientId"])
     session = await accounts.sign_in(seed.db, seed.clock, 3600, user["email"], user["password"])
     seed.client.close()

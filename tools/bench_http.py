@@ -34,7 +34,9 @@ from lbauth.core.accounts import accounts, users
 from lbauth.core.clients import apps, outbox
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.masterkey import load_master_keys
-from lbauth.core.oauth import authorize
+from lbauth.core.oauth.authorization.codes import issue_code
+from lbauth.core.oauth.authorization.endpoint import load_client
+from lbauth.core.oauth.authorization.request import check_api_request
 from lbauth.settings import load as load_settings
 from lbauth.storage import migrate
 from lbauth.storage.db import open_database
@@ -298,11 +300,11 @@ class Deployment:
             app = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
                                         name="Bench", owner_email=email, redirect_uris=[REDIRECT])
             session = await accounts.sign_in(db, clock, 86400, email, "bench-password")
-            row = await authorize.load_client(db, app["clientId"], REDIRECT)
-            request = authorize.check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
+            row = await load_client(db, app["clientId"], REDIRECT)
+            request = check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id
             now = int(time.time())
-            await authorize.issue_code(db, clock, request, user_id, 3600,
+            await issue_code(db, clock, request, user_id, 3600,
                                        OpenIdDetails("RS256", None, now, session.session_id))
             grant_id, asu = await db.read(lambda c: c.execute(
                 select(grants.c.id, subjects.c.asu).join(subjects, subjects.c.user_id == grants.c.user_id)
@@ -324,8 +326,8 @@ class Deployment:
             public = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
                                            name="Bench agent", owner_email=email, redirect_uris=[REDIRECT],
                                            public=True)
-            public_row = await authorize.load_client(db, public["clientId"], REDIRECT)
-            await authorize.issue_code(db, clock, authorize.check_api_request(
+            public_row = await load_client(db, public["clientId"], REDIRECT)
+            await issue_code(db, clock, check_api_request(
                 public_row, REDIRECT, ["userinfo"], None, PKCE_CHALLENGE, "S256"), user_id, 3600)
             public_grant, public_asu = await db.read(lambda c: c.execute(
                 select(grants.c.id, subjects.c.asu).join(subjects, (subjects.c.user_id == grants.c.user_id)

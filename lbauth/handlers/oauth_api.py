@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from lbauth.core import scopes
 from lbauth.core.fields import require
-from lbauth.core.oauth import authorize
 from lbauth.core.oauth.client_auth import ClientCredentials, ClientSecretPost
-from lbauth.core.oidc.requests import MAX_NONCE_LENGTH, id_token_details
 from lbauth.errors import GrantTypeInvalid, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 
 
 class AuthorizeExternalHandler(BaseHandler):
-    """POST /api/oauth/authorize/external: a logged-in user (user token) authorizes an app."""
+    """POST /api/oauth/authorize/external: a logged-in user (user token) authorizes an app. The
+    authorization endpoint's own chain; the request is the user's approval, so no page is needed.
+    An OpenID request's ID token names the user token's session (contract 15: sid)."""
 
     async def post(self) -> None:
         s = self.services
@@ -21,17 +20,13 @@ class AuthorizeExternalHandler(BaseHandler):
         client_id, redirect_uri, scope = require(body, "clientId", "redirectUri", "scope")
         if not isinstance(client_id, str) or not isinstance(redirect_uri, str):
             raise ValidationFailed("clientId and redirectUri must be strings")
-        app = await authorize.load_client(s.db, client_id, redirect_uri, s.client_documents)
-        request = authorize.check_api_request(app, redirect_uri, scope, body.get("state"), body.get("codeChallenge"),
-                                              body.get("codeChallengeMethod"), body.get("resource"))
-        request = await authorize.resolve_resources(s.db, request)
-        nonce = body.get("nonce")
-        if nonce is not None and (not isinstance(nonce, str) or len(nonce) > MAX_NONCE_LENGTH):
-            raise ValidationFailed(f"nonce must be a string of at most {MAX_NONCE_LENGTH} characters")
-        # An OpenID request's ID token names the user token's session (contract 15: sid)
-        openid = id_token_details(app, me.session, nonce) if scopes.OPENID in request.scopes else None
-        code = await authorize.issue_code(s.db, s.clock, request, me.user.id, s.settings.code_ttl, openid)
-        self.send_data({"code": code, "state": request.state or ""})
+        endpoint = s.oauth.authorization_endpoint
+        request = await endpoint.api_request(client_id, redirect_uri, scope, state=body.get("state"),
+                                             code_challenge=body.get("codeChallenge"),
+                                             code_challenge_method=body.get("codeChallengeMethod"),
+                                             resource=body.get("resource"), nonce=body.get("nonce"))
+        issued = await endpoint.approve(request, me)
+        self.send_data({"code": issued.code, "state": request.state or ""})
 
 
 class TokenHandler(BaseHandler):

@@ -11,7 +11,9 @@ import pytest
 from lbauth import errors
 from lbauth.core.accounts import users
 from lbauth.core.clients import apps
-from lbauth.core.oauth import authorize
+from lbauth.core.oauth.authorization.codes import issue_code
+from lbauth.core.oauth.authorization.endpoint import load_client
+from lbauth.core.oauth.authorization.request import check_api_request
 from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentials
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
@@ -99,9 +101,9 @@ class Party:
 
     async def code(self, scope: tuple[str, ...] = ("userinfo", "memory.read")) -> str:
         s = self.services
-        app = await authorize.load_client(s.db, self.app["clientId"], REDIRECT_URI)
-        request = authorize.check_api_request(app, REDIRECT_URI, list(scope), "state", None, None)
-        return await authorize.issue_code(s.db, s.clock, request, self.user_id, s.settings.code_ttl)
+        app = await load_client(s.db, self.app["clientId"], REDIRECT_URI)
+        request = check_api_request(app, REDIRECT_URI, list(scope), "state", None, None)
+        return await issue_code(s.db, s.clock, request, self.user_id, s.settings.code_ttl)
 
     def code_params(self, code: str) -> dict[str, str]:
         return {"code": code, "redirect_uri": REDIRECT_URI}

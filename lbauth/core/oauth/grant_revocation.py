@@ -37,7 +37,7 @@ def revoke_grant_in(conn: Connection, clock: Clock, app: App, grant_id: str, use
         return None
     suspend_grant_in(conn, clock, grant_id, now, access_ttl)
     asu = grants_repo.subject(conn, user_id, app.id)
-    assert asu is not None  # a grant's subject is made with it (authorize._issue)
+    assert asu is not None  # a grant's subject is made with it (authorization/codes.py)
     return outbox.write_event(conn, app_id=app.id, asu=asu, reason=outbox.USER_REVOKED, now=now,
                               deliverable=app.webhook_url is not None)
 

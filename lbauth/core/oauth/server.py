@@ -1,5 +1,6 @@
-"""The authorization server: what the token, revocation and introspection endpoints do, for the
-specification's envelope endpoints (spec 4.3, 4.4) and the RFC ones (contract 11) alike.
+"""The authorization server: the authorization endpoint (authorization/endpoint.py) and what the
+token, revocation and introspection endpoints do, for the specification's envelope endpoints
+(spec 4.2, 4.3, 4.4) and the RFC ones (contract 11) alike.
 
 Handlers parse the HTTP request, call one method here and render the answer. Built once per
 process, in `Services`.
@@ -12,6 +13,7 @@ from typing import Any
 
 from lbauth.clock import Clock
 from lbauth.core.oauth import authorizations, introspection, token_revocation
+from lbauth.core.oauth.authorization.endpoint import AuthorizationEndpoint
 from lbauth.core.oauth.authorizations import Authorization, RevokedAuthorization
 from lbauth.core.oauth.checklist import CheckList
 from lbauth.core.oauth.client_auth import (
@@ -26,6 +28,7 @@ from lbauth.core.oauth.client_auth import (
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
 from lbauth.core.oidc.id_tokens import IdTokens
+from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
@@ -39,11 +42,13 @@ class AuthorizationServer:
     """Client authentication methods and grant types are registries: new ones join by construction."""
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens, checklist: CheckList,
-                 id_tokens: IdTokens, *, client_auth_methods: Sequence[ClientAuthMethod] = CLIENT_AUTH_METHODS,
+                 id_tokens: IdTokens, documents: ClientDocuments, *,
+                 client_auth_methods: Sequence[ClientAuthMethod] = CLIENT_AUTH_METHODS,
                  grant_types: Sequence[type[GrantType[Any]]] = GRANT_TYPES) -> None:
         self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
         self.client_auth_methods = tuple(client_auth_methods)
         self.grants = {cls.grant_type: cls(db, clock, settings, tokens, checklist, id_tokens) for cls in grant_types}
+        self.authorization_endpoint = AuthorizationEndpoint(db, clock, settings, documents, lambda: tokens.public_keys)
 
     # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lbauth import errors
+from lbauth.core.fields import one
 from lbauth.core.oidc.id_tokens import read_hint
 from lbauth.core.urls import with_query
 from lbauth.storage.db import Database
@@ -51,13 +52,14 @@ class Logout:
         return session_id is not None and self.hint_sid != session_id
 
 
-def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = params.get(name, [])
-    if len(values) > 1:
+def _parameter(params: Mapping[str, Sequence[str]], name: str) -> str | None:
+    """A logout parameter: sent at most once, of bounded length and with no NUL; empty is absent."""
+    if len(params.get(name, [])) > 1:
         raise errors.ValidationFailed(f"{name} must be sent at most once")
-    if values and (len(values[0]) > MAX_PARAMETER_LENGTH or "\x00" in values[0]):
+    value = one(params, name)
+    if value is not None and (len(value) > MAX_PARAMETER_LENGTH or "\x00" in value):
         raise errors.ValidationFailed(f"{name} is not valid")
-    return values[0] if values and values[0] != "" else None
+    return value or None
 
 
 def _audience(claims: dict[str, Any]) -> str | None:
@@ -73,9 +75,9 @@ async def check(db: Database, public_keys: dict[str, tuple[str, Any]], issuer: s
     """The logout request's outcome; ValidationFailed (an error page, never a redirect) for a bad
     id_token_hint or a client_id that is not the hint's audience."""
     for name in PARAMETERS:
-        _one(params, name)  # each at most once, logout_hint and ui_locales included (then ignored)
-    hint, client_id = _one(params, "id_token_hint"), _one(params, "client_id")
-    uri, state = _one(params, "post_logout_redirect_uri"), _one(params, "state")
+        _parameter(params, name)  # each at most once, logout_hint and ui_locales included (then ignored)
+    hint, client_id = _parameter(params, "id_token_hint"), _parameter(params, "client_id")
+    uri, state = _parameter(params, "post_logout_redirect_uri"), _parameter(params, "state")
     hint_sid = None
     if hint is not None:
         claims = read_hint(hint, public_keys, issuer)

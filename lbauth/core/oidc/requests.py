@@ -5,12 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from lbauth import errors
+from lbauth.core.fields import one
 from lbauth.storage.records import App, OpenIdDetails, Session
 
 MAX_NONCE_LENGTH = 512
-PROMPTS = frozenset({"none", "login", "consent", "select_account"})
+
+
+class Prompt(StrEnum):
+    """The values of `prompt` (OpenID Connect Core 3.1.2.1)."""
+    NONE = "none"
+    LOGIN = "login"
+    CONSENT = "consent"
+    SELECT_ACCOUNT = "select_account"
+
+
+PROMPTS = frozenset(Prompt)
 # Accepted and ignored (contract 15); `request` and `request_uri` are refused (RFC 9101).
 IGNORED = ("display", "ui_locales", "claims_locales", "acr_values")
 PARAMETERS = ("nonce", "prompt", "max_age", "login_hint", "id_token_hint", *IGNORED)
@@ -19,41 +31,42 @@ PARAMETERS = ("nonce", "prompt", "max_age", "login_hint", "id_token_hint", *IGNO
 @dataclass(frozen=True)
 class OpenIdParameters:
     nonce: str | None
-    prompt: frozenset[str]
-    max_age: int | None
-    login_hint: str | None
-    id_token_hint: str | None
-
-
-def _one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
-    values = params.get(name)
-    return values[0] if values else None
+    prompt: frozenset[Prompt] = frozenset()
+    max_age: int | None = None
+    login_hint: str | None = None
+    id_token_hint: str | None = None
 
 
 def parse(params: Mapping[str, Sequence[str]]) -> OpenIdParameters:
     """The OpenID parameters of a request whose scope holds `openid` (each at most once: the
     caller has refused repeats); errors are redirectable (`invalid_request` and the two above)."""
-    if _one(params, "request") is not None:
+    if one(params, "request") is not None:
         raise errors.RequestNotSupported()
-    if _one(params, "request_uri") is not None:
+    if one(params, "request_uri") is not None:
         raise errors.RequestUriNotSupported()
-    nonce = _one(params, "nonce") or None
-    if nonce is not None and len(nonce) > MAX_NONCE_LENGTH:
-        raise errors.ValidationFailed(f"nonce must be at most {MAX_NONCE_LENGTH} characters")
-    prompt = frozenset((_one(params, "prompt") or "").split())
-    if not prompt <= PROMPTS:
+    nonce = checked_nonce(one(params, "nonce") or None)
+    values = frozenset((one(params, "prompt") or "").split())
+    if not values <= PROMPTS:
         raise errors.ValidationFailed(f"prompt must be among: {', '.join(sorted(PROMPTS))}")
-    if "none" in prompt and len(prompt) > 1:
+    prompt = frozenset(Prompt(value) for value in values)
+    if Prompt.NONE in prompt and len(prompt) > 1:
         raise errors.ValidationFailed("prompt=none cannot be combined with another prompt value")
-    raw_max_age = _one(params, "max_age")
+    raw_max_age = one(params, "max_age")
     max_age = None
     if raw_max_age not in (None, ""):
         # ASCII digits only: str.isdigit also admits "²", which int() refuses (an uncaught 500)
         if not (raw_max_age.isascii() and raw_max_age.isdigit()) or len(raw_max_age) > 10:
             raise errors.ValidationFailed("max_age must be a whole number of seconds")
         max_age = int(raw_max_age)
-    login_hint = (_one(params, "login_hint") or "")[:320] or None
-    return OpenIdParameters(nonce, prompt, max_age, login_hint, _one(params, "id_token_hint") or None)
+    login_hint = (one(params, "login_hint") or "")[:320] or None
+    return OpenIdParameters(nonce, prompt, max_age, login_hint, one(params, "id_token_hint") or None)
+
+
+def checked_nonce(nonce: object) -> str | None:
+    """`nonce` as sent (a string, or None when absent), or invalid_request (contract 15)."""
+    if nonce is not None and (not isinstance(nonce, str) or len(nonce) > MAX_NONCE_LENGTH):
+        raise errors.ValidationFailed(f"nonce must be a string of at most {MAX_NONCE_LENGTH} characters")
+    return nonce
 
 
 def id_token_details(app: App, session: Session, nonce: str | None) -> OpenIdDetails:

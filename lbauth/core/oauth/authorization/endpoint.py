@@ -1,0 +1,224 @@
+"""The authorization endpoint (RFC 6749 3.1 and 4.1; contract sections 5, 15 and 17), for the page
+at {auth_url}/oauth/ and the envelope API's POST /api/oauth/authorize/external (spec 4.2) alike.
+
+A request goes through one chain:
+
+1. its client and redirect URI (`load_client`): a bad one is fatal, an error page, never a redirect;
+2. its parameters (request.py), then the `REQUEST_STEPS`, each completing the request or refusing
+   it; from here on every error goes back to the redirect URI (an `ErrorRedirect`);
+3. the interaction policy (policy.py): the first prompt with a check that fires is asked (a page),
+   or, under `prompt=none`, its error goes back to the client;
+4. the code, under the user's grant (codes.py).
+
+A new request parameter is a field of `AuthorizationRequest` read in request.py; a check on it is
+one more entry of `REQUEST_STEPS`; a pushed request (PAR) replaces the parameters before step 2;
+a new reason to ask the user is one more `Check` or `Interaction` of the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from lbauth.clock import Clock
+from lbauth.core import resources, scopes, urls
+from lbauth.core.accounts.sessions import SignedIn
+from lbauth.core.oauth.authorization import request as parse
+from lbauth.core.oauth.authorization.codes import issue_code
+from lbauth.core.oauth.authorization.decisions import CodeIssued, Decision, ErrorRedirect
+from lbauth.core.oauth.authorization.policy import POLICY, Interaction, Situation
+from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
+from lbauth.core.oidc import requests as oidc_requests
+from lbauth.core.oidc.id_tokens import hint_is_for, read_hint
+from lbauth.core.registration.documents import ClientDocuments
+from lbauth.errors import (
+    AccessDenied,
+    ApplicationNotFound,
+    AuthorizationRedirect,
+    InteractionRequired,
+    LbauthError,
+    RedirectUriMismatch,
+    ScopeInvalid,
+    ValidationFailed,
+)
+from lbauth.settings import Settings
+from lbauth.storage.db import Database
+from lbauth.storage.records import App
+from lbauth.storage.repo import apps as apps_repo
+
+
+async def load_client(db: Database, client_id: Any, redirect_uri: Any,
+                      documents: ClientDocuments | None = None) -> App:
+    """The app and a redirect URI it may use, or a fatal error. With `documents`, a client id
+    naming a metadata document loads (or fetches) the client it registers (contract 17); without,
+    only the stored copy is looked at. Only operator apps have the localhost rule."""
+    if not isinstance(client_id, str) or not client_id:
+        raise ValidationFailed("Field required: client_id")
+    if documents is not None and documents.names_document(client_id):
+        app: App | None = await documents.app(client_id)
+    else:
+        app = await db.read(apps_repo.by_client_id, client_id)
+    if app is None:
+        raise ApplicationNotFound()
+    if not isinstance(redirect_uri, str) or not _may_redirect(app, redirect_uri):
+        raise RedirectUriMismatch()
+    return app
+
+
+def _may_redirect(app: App, uri: str) -> bool:
+    """A registered URI (a loopback one on any port) for every app; the localhost rule for unregistered
+    URIs only for an operator's app: a self-registered one lists all its URIs itself (contract 5)."""
+    registered = list(app.redirect_uris)
+    if app.registration == "operator":
+        return urls.redirect_allowed(uri, registered)
+    return urls.is_registered(uri, registered)
+
+
+RequestStep = Callable[["AuthorizationEndpoint", AuthorizationRequest], Awaitable[AuthorizationRequest]]
+
+
+class AuthorizationEndpoint:
+    """Built once, on the `AuthorizationServer`; `policy` is the interaction policy (policy.py)."""
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings, documents: ClientDocuments,
+                 public_keys: Callable[[], dict[str, tuple[str, Any]]],
+                 policy: Sequence[Interaction] = POLICY) -> None:
+        self.db, self.clock, self.settings, self.documents = db, clock, settings, documents
+        self._public_keys = public_keys  # the key ring's, for id_token_hint
+        self.policy = tuple(policy)
+
+    # ---- the request's steps (after its parameters; each returns the request, completed) -----------------
+
+    async def resolve_resources(self, request: AuthorizationRequest) -> AuthorizationRequest:
+        """RFC 8707 (contract 17): the registered resources the request names (an unknown one is
+        invalid_target), and its scopes within their lists: requested scopes outside them are
+        dropped, and a request without `scope` gets the app's scopes within them, never `openid`
+        (nothing left: invalid_scope). A request naming no resource is returned as it is, with no
+        statement."""
+        if not request.resource_indicators:
+            return request
+        named = await resources.registered(self.db, request.resource_indicators)
+        if request.scope_sent:
+            kept = resources.allowed_scopes(request.scopes, named)
+        else:
+            kept = resources.default_scopes(request.app.default_scopes, named)
+        if not kept:
+            raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
+        return replace(request, scopes=kept, resources=named)
+
+    async def read_openid_parameters(self, request: AuthorizationRequest) -> AuthorizationRequest:
+        """An OpenID request's parameters (contract 15); a request without `openid` ignores them."""
+        if scopes.OPENID not in request.scopes:
+            return request
+        return replace(request, openid=oidc_requests.parse(request.parameters))
+
+    async def check_id_token_hint(self, request: AuthorizationRequest) -> AuthorizationRequest:
+        """The subject an id_token_hint names, checked before consent (contract 15): a hint that is
+        not our ID token, or was issued to another client, is invalid_request."""
+        if request.openid is None or request.openid.id_token_hint is None:
+            return request
+        claims = read_hint(request.openid.id_token_hint, self._public_keys(), self.settings.issuer)
+        if not hint_is_for(claims, request.app.client_id):
+            raise ValidationFailed("id_token_hint was issued to another client.")
+        return replace(request, hinted_subject=claims["sub"])
+
+    REQUEST_STEPS: tuple[RequestStep, ...] = (resolve_resources, read_openid_parameters, check_id_token_hint)
+
+    # ---- the front channel: {auth_url}/oauth/ ------------------------------------------------------------
+
+    async def front_channel(self, params: Mapping[str, Sequence[str]], signed_in: SignedIn | None,
+                            answer: Answer | None = None) -> Decision:
+        """A request by GET or form POST (`params`: each name with all its values), or the consent
+        page's `answer` to it, from a browser where `signed_in` may be None. A bad client or
+        redirect URI is raised (an error page); everything else is a decision."""
+        for name in ("client_id", "redirect_uri"):  # the two that decide whether redirecting is safe
+            if len(params.get(name, [])) != 1:
+                raise ValidationFailed(f"{name} must be sent exactly once")
+        redirect_uri = params["redirect_uri"][0]
+        app = await load_client(self.db, params["client_id"][0], redirect_uri, self.documents)
+        try:
+            request = parse.front_channel(app, params)
+            for step in self.REQUEST_STEPS:
+                request = await step(self, request)
+        except LbauthError as error:
+            if not error.redirectable:
+                raise
+            return ErrorRedirect(AuthorizationRedirect(error, redirect_uri, parse.front_channel_state(params)))
+        return await self.decide(request, signed_in, answer)
+
+    async def redirect_uri_of(self, target: str) -> str | None:
+        """The redirect URI that a path on this server (a sign-in page's `next`) leads to: for
+        `/oauth/?...` with a known client and a redirect URI it may use, that URI; otherwise None, so
+        that an attacker-chosen `next` earns no origin in a page's `form-action` (contract 5)."""
+        parts = urlsplit(target)
+        if parts.path not in ("/oauth", "/oauth/"):
+            return None
+        params = parse_qs(parts.query, keep_blank_values=True)
+        client_ids, redirect_uris = params.get("client_id", []), params.get("redirect_uri", [])
+        if len(client_ids) != 1 or len(redirect_uris) != 1 or "\x00" in client_ids[0] + redirect_uris[0]:
+            return None
+        try:
+            await load_client(self.db, client_ids[0], redirect_uris[0])
+        except (ApplicationNotFound, RedirectUriMismatch, ValidationFailed):
+            return None
+        return redirect_uris[0]
+
+    # ---- the envelope API: POST /api/oauth/authorize/external --------------------------------------------
+
+    async def api_request(self, client_id: str, redirect_uri: str, scope: Any, *, state: Any = None,
+                          code_challenge: Any = None, code_challenge_method: Any = None, resource: Any = None,
+                          nonce: Any = None) -> AuthorizationRequest:
+        """Spec 4.2's request, as its JSON types it; every error is an envelope (no redirect)."""
+        app = await load_client(self.db, client_id, redirect_uri, self.documents)
+        request = parse.check_api_request(app, redirect_uri, scope, state, code_challenge, code_challenge_method,
+                                          resource)
+        request = await self.resolve_resources(request)
+        nonce = oidc_requests.checked_nonce(nonce)
+        if scopes.OPENID not in request.scopes:
+            return request
+        return replace(request, openid=oidc_requests.OpenIdParameters(nonce))
+
+    async def approve(self, request: AuthorizationRequest, signed_in: SignedIn) -> CodeIssued:
+        """The API's request is itself the user's approval, by a signed-in user (the user token):
+        no page is ever needed, and a code is issued."""
+        decision = await self.decide(request, signed_in, Answer.APPROVE)
+        if isinstance(decision, ErrorRedirect):
+            raise decision.refusal.error
+        if not isinstance(decision, CodeIssued):
+            raise InteractionRequired()
+        return decision
+
+    # ---- the decision -------------------------------------------------------------------------------------
+
+    async def decide(self, request: AuthorizationRequest, signed_in: SignedIn | None,
+                     answer: Answer | None = None) -> Decision:
+        """The interaction policy, then the code: the first prompt with a check that fires shows
+        its page (under `prompt=none`, its error goes back); the consent page's answer settles the
+        prompt that showed it."""
+        situation = Situation(request, signed_in, answer, self.clock.now(), self.db)
+        for interaction in self.policy:
+            if interaction.answered and answer is Answer.DENY:
+                return _refused(request, AccessDenied())
+            if interaction.answered and answer is Answer.APPROVE:
+                continue
+            check = await interaction.firing(situation)
+            if check is None:
+                continue
+            if situation.silent:
+                return _refused(request, check.error())
+            return interaction.page(situation, check.reason)
+        assert signed_in is not None, "the policy asks a visitor to sign in"
+        return CodeIssued(request, await self.issue(request, signed_in))
+
+    async def issue(self, request: AuthorizationRequest, signed_in: SignedIn) -> str:
+        """The code, for an OpenID request remembering the sign-in of the session that approved
+        (the browser's, or the user token's: contract 15's `sid`) and the nonce."""
+        details = (oidc_requests.id_token_details(request.app, signed_in.session, request.openid.nonce)
+                   if request.openid is not None else None)
+        return await issue_code(self.db, self.clock, request, signed_in.user.id, self.settings.code_ttl, details)
+
+
+def _refused(request: AuthorizationRequest, error: LbauthError) -> ErrorRedirect:
+    return ErrorRedirect(AuthorizationRedirect(error, request.redirect_uri, request.state))
