@@ -558,9 +558,10 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
 
 def many_grants_runs(wrk: str, backend: str, workers: int, pg_url: str, seconds: int, grants_count: int,
                      codes_each: int) -> dict:
-    """The code exchange, refresh and authorize with `grants_count` users and apps, no two requests
+    """Authorize, the code exchange and refresh with `grants_count` users and apps, no two requests
     in flight on one grant (tools/bench_grants.py), on a deployment of their own: the runs above
-    keep their database as it was."""
+    keep their database as it was. Authorize first, within a minute of the sign-ins: its sessions'
+    last use (contract 16: written at most once a minute) is not written during the run."""
     with tempfile.TemporaryDirectory(prefix=f"lbauth-bench-grants-{backend}-") as tmp:
         deployment = Deployment(backend, workers, Path(tmp), pg_url)
         asyncio.run(deployment.create_database())
@@ -569,7 +570,7 @@ def many_grants_runs(wrk: str, backend: str, workers: int, pg_url: str, seconds:
             deployment.start()
             try:
                 scripts = {}
-                for endpoint in ("code_exchange", "refresh", "authorize"):
+                for endpoint in ("authorize", "code_exchange", "refresh"):
                     path, content_type = bench_grants.ROUTES[endpoint]
                     grants_file = Path(tmp) / f"grants-{endpoint}"
                     bench_grants.write_grants(grants_file, endpoint, slots)
