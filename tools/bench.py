@@ -29,6 +29,9 @@ from jwt.utils import base64url_decode, raw_to_der_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/bench_http.py beside this file
 
+from bench_grants import ENDPOINTS as MANY_ENDPOINTS  # noqa: E402
+from bench_grants import SUFFIX as MANY  # noqa: E402
+
 from lbauth.core.crypto.keys import SIGNING_ALGS, Signer, generate_private_key, public_jwk  # noqa: E402
 from lbauth.verify import REQUIRED_CLAIMS, CheckList, Entry, Verifier  # noqa: E402
 
@@ -124,15 +127,15 @@ def http_table(results: dict) -> str:
              f"ceiling (bare Tornado, small JSON): {results['ceiling_rps']} req/s", "",
              "| endpoint | backend | 2xx req/s | x ceiling | p50 ms | p99 ms | non-2xx | SQL statements |",
              "|---|---|---|---|---|---|---|---|"]
-    for name in ("authorize", "code_exchange", "openid_code_exchange", "openid_code_exchange_es256", "refresh",
-                 "public_refresh", "me", "full_flow"):
+    for name in ("authorize", "authorize" + MANY, "code_exchange", "code_exchange" + MANY, "openid_code_exchange",
+                 "openid_code_exchange_es256", "refresh", "refresh" + MANY, "public_refresh", "me", "full_flow"):
         for backend, runs in results["runs"].items():
             if name not in runs:
                 continue
             run = runs[name]
             rps = run["flows_per_s"] if name == "full_flow" else run["rps"]
             unit = " flows/s" if name == "full_flow" else ""
-            stmts = results["statements_by_backend"].get(backend, {}).get(name, "")
+            stmts = results["statements_by_backend"].get(backend, {}).get(name.removesuffix(MANY), "")
             lines.append(f"| {name} | {backend} | {rps}{unit} | {rps / results['ceiling_rps']:.2f} | {run['p50_ms']} | "
                          f"{run['p99_ms']} | {run['non2xx']} | {stmts} |")
     for name, alg in (("openid_code_exchange", "RS256, the default"), ("openid_code_exchange_es256", "ES256")):
@@ -142,6 +145,16 @@ def http_table(results: dict) -> str:
             lines.append("")
             lines.append(f"OpenID exchange (an ID token signed with {alg}, beside the access token) / plain exchange: "
                          + ", ".join(f"{b} x{ratio:.2f}" for b, ratio in ratios.items()))
+    many = [(name, backend, runs[name + MANY]["rps"] / max(runs[name]["rps"], 1), runs[name + MANY])
+            for name in MANY_ENDPOINTS for backend, runs in results["runs"].items() if name + MANY in runs]
+    if many:
+        lines.append("")
+        lines.append(f"{results.get('grants', 1000):,} users and apps, no two requests in flight on one grant "
+                     f"(`{MANY}`) / one grant shared by every request: " + ", ".join(
+                         f"{name} {backend} x{ratio:.2f}" for name, backend, ratio, _ in many))
+        shared = sum(run.get("shared_grant_requests", 0) for *_, run in many)
+        if shared:
+            lines.append(f"(requests that found every grant in flight and shared one: {shared})")
     ratios = {b: runs["public_refresh"]["rps"] / max(runs["refresh"]["rps"], 1)
               for b, runs in results["runs"].items() if "public_refresh" in runs}
     if ratios:
@@ -291,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: refresh latency with 1,000,000 refresh tokens and 100,000 grants")
     parser.add_argument("--workers", type=int, default=2, help="server processes (default %(default)s)")
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--grants", type=int, default=1000,
+                        help="users and apps of the many-grants runs (default %(default)s; 0: none)")
     parser.add_argument("--pg-url", default=os.environ.get("LBAUTH_TEST_POSTGRES_URL",
                                                            "postgresql+asyncpg://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--docs", default=str(ROOT / "docs" / "performance.md"),
@@ -315,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         results.update(bench_verify(args.quick))
     if args.only in (None, "http"):
         import bench_http
-        results.update(bench_http.run(args.quick, args.workers, args.backends.split(","), args.pg_url))
+        results.update(bench_http.run(args.quick, args.workers, args.backends.split(","), args.pg_url, args.grants))
     results["machine"] = {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": __import__("os").cpu_count(), "quick": args.quick,
                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
+import bench_grants  # tools/, beside this file
 from sqlalchemy import insert, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -217,9 +218,13 @@ def run_wrk(wrk: str, url: str, seconds: int, connections: int, script: str | No
     errors = sum(int(x) for x in _ERRORS.search(out).groups()) if _ERRORS.search(out) else 0
     percentiles = {p: _ms(v, u) for p, v, u in _PERCENTILE.findall(out)}
     flows = re.search(r"FLOWS (\d+)", out)
-    return {"rps": round((int(total) - non2xx) / duration_s), "non2xx": non2xx, "socket_errors": errors,
-            "p50_ms": round(percentiles.get("50", 0), 2), "p99_ms": round(percentiles.get("99", 0), 2),
-            "flows_per_s": round(int(flows.group(1)) / duration_s) if flows else None}
+    found = {"rps": round((int(total) - non2xx) / duration_s), "non2xx": non2xx, "socket_errors": errors,
+             "p50_ms": round(percentiles.get("50", 0), 2), "p99_ms": round(percentiles.get("99", 0), 2),
+             "flows_per_s": round(int(flows.group(1)) / duration_s) if flows else None}
+    shared = re.search(r"SHARED (\d+)", out)  # the many-grants runs (tools/bench_grants.py)
+    if shared:
+        found["shared_grant_requests"] = int(shared.group(1))
+    return found
 
 
 def ceiling(wrk: str, workers: int, seconds: int) -> dict:
@@ -553,11 +558,47 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
             "verify": n_verify, "full_flow": n_authorize + n_exchange + n_me}
 
 
-def run(quick: bool, workers: int, backends: list[str], pg_url: str) -> dict:
+def many_grants_runs(wrk: str, backend: str, workers: int, pg_url: str, seconds: int, grants_count: int,
+                     codes_each: int) -> dict:
+    """Authorize, the code exchange and refresh with `grants_count` users and apps, no two requests
+    in flight on one grant (tools/bench_grants.py), on a deployment of their own: the runs above
+    keep their database as it was. Authorize first, within a minute of the sign-ins: its sessions'
+    last use (contract 16: written at most once a minute) is not written during the run."""
+    with tempfile.TemporaryDirectory(prefix=f"lbauth-bench-grants-{backend}-") as tmp:
+        deployment = Deployment(backend, workers, Path(tmp), pg_url)
+        asyncio.run(deployment.create_database())
+        try:
+            slots = asyncio.run(bench_grants.seed(deployment.database_url, Path(tmp), grants_count, codes_each))
+            deployment.start()
+            try:
+                scripts = {}
+                for endpoint in ("authorize", "code_exchange", "refresh"):
+                    path, content_type = bench_grants.ROUTES[endpoint]
+                    grants_file = Path(tmp) / f"grants-{endpoint}"
+                    bench_grants.write_grants(grants_file, endpoint, slots)
+                    script = Path(tmp) / f"{endpoint}-grants.lua"
+                    script.write_text(f"method, path, content_type = 'POST', {json.dumps(path)}, "
+                                      f"{json.dumps(content_type)}\n" + bench_grants.MANY_LUA)
+                    scripts[endpoint] = [str(script), [str(grants_file)]]
+                # Unmeasured, 2 s of authorize: a fresh server opens its pooled connections on demand
+                # (32 at once on a loaded machine can outlast the connect timeout: 503), and a worker
+                # reads each user token's session once before caching it. Its codes are not redeemed.
+                run_wrk(wrk, deployment.url, 2, 32, *scripts["authorize"])
+                return {endpoint + bench_grants.SUFFIX: run_wrk(wrk, deployment.url, seconds, 32, *script)
+                        for endpoint, script in scripts.items()}
+            finally:
+                deployment.stop()
+        finally:
+            asyncio.run(deployment.drop_database())
+
+
+def run(quick: bool, workers: int, backends: list[str], pg_url: str, grants_count: int = 1000) -> dict:
     wrk = ensure_wrk()
     seconds = 5 if quick else 10
     results: dict = {"workers": workers, "load_generator": "wrk 4.1 (-t2, 32-64 connections), same machine",
                      "run_seconds": seconds}
+    if grants_count:
+        results["grants"] = grants_count  # the many-grants runs' users and apps
     results["ceiling"] = ceiling(wrk, workers, seconds)
     results["ceiling_rps"] = results["ceiling"]["rps"]
     per_backend: dict = {}
@@ -579,10 +620,16 @@ def run(quick: bool, workers: int, backends: list[str], pg_url: str) -> dict:
                 statements[backend] = asyncio.run(statements_per_request(deployment.database_url, data_dir))
             finally:
                 asyncio.run(deployment.drop_database())
+        if grants_count:
+            per_backend[backend].update(many_grants_runs(wrk, backend, workers, pg_url, seconds, grants_count,
+                                                         2 * (40_000 if not quick else 20_000) // grants_count))
     for key, name in (("code_exchange_rps", "code_exchange"), ("openid_code_exchange_rps", "openid_code_exchange"),
                       ("refresh_rps", "refresh"), ("public_refresh_rps", "public_refresh"), ("me_rps", "me"),
                       ("authorize_rps", "authorize")):
         results[key] = {b: per_backend[b][name]["rps"] for b in per_backend}
+    for name in (n + bench_grants.SUFFIX for n in bench_grants.ENDPOINTS):
+        if any(name in runs for runs in per_backend.values()):
+            results[name + "_rps"] = {b: runs[name]["rps"] for b, runs in per_backend.items() if name in runs}
     results["full_flow_rps"] = {b: per_backend[b]["full_flow"]["flows_per_s"] for b in per_backend}
     results["runs"] = per_backend
     results["statements"] = statements.get("sqlite") or next(iter(statements.values()), {})
