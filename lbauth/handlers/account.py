@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from lbauth.core.accounts.accounts import profile_of
+from lbauth.core.accounts.accounts import ProfileChanges
 from lbauth.core.accounts.sessions import API, SignedIn
 from lbauth.core.fields import require
-from lbauth.core.oauth import revocation
 from lbauth.errors import ValidationFailed
+from lbauth.handlers.account_json import account_deleted_json, ended_session_json, listed_session_json, profile_json
 from lbauth.handlers.base import BaseHandler, CorsHandler
+
+# PATCH /api/account/profile's fields (contract 16) -> the core's names for them.
+PROFILE_FIELDS = {"name": "name", "avatar": "avatar", "bio": "bio", "interestTags": "interest_tags"}
 
 
 class LoginHandler(BaseHandler):
@@ -35,7 +38,7 @@ class LogoutHandler(UserTokenHandler):
     """POST /api/auth/logout: end the calling token's session."""
 
     async def post(self) -> None:
-        self.send_data(await self.services.accounts.sign_out(await self.signed_in()))
+        self.send_data(ended_session_json(await self.services.accounts.sign_out(await self.signed_in())))
 
 
 class SessionsHandler(UserTokenHandler):
@@ -43,7 +46,8 @@ class SessionsHandler(UserTokenHandler):
 
     async def get(self) -> None:
         me = await self.signed_in()
-        self.send_data({"items": await self.services.accounts.sessions.listed(me.user.id, me.session.id)})
+        listed = await self.services.accounts.sessions.listed(me.user.id, me.session.id)
+        self.send_data({"items": [listed_session_json(item) for item in listed]})
 
 
 class SessionHandler(UserTokenHandler):
@@ -51,7 +55,7 @@ class SessionHandler(UserTokenHandler):
 
     async def delete(self, session_id: str) -> None:
         me = await self.signed_in()
-        self.send_data(await self.services.accounts.sessions.end(me.user.id, session_id))
+        self.send_data(ended_session_json(await self.services.accounts.sessions.end(me.user.id, session_id)))
 
 
 class EndOtherSessionsHandler(UserTokenHandler):
@@ -66,11 +70,12 @@ class ProfileHandler(UserTokenHandler):
     """GET and PATCH /api/account/profile (name, avatar, bio, interestTags)."""
 
     async def get(self) -> None:
-        self.send_data(profile_of((await self.signed_in()).user))
+        self.send_data(profile_json((await self.signed_in()).user))
 
     async def patch(self) -> None:
         me = await self.signed_in()
-        self.send_data(await self.services.accounts.update_profile(me.user, self.json_body()))
+        changes = profile_changes(self.json_body())
+        self.send_data(profile_json(await self.services.accounts.update_profile(me.user, changes)))
 
 
 class PasswordHandler(UserTokenHandler):
@@ -91,8 +96,7 @@ class AccountHandler(UserTokenHandler):
         me = await self.signed_in()
         (password,) = strings(self.json_body(), "password")
         self.limit_login(me.user.email)
-        result = await self.services.accounts.delete_own(me, password)
-        self.send_data({k: result[k] for k in ("userId", "status", "deletedAt", "revokedAuthorizations")})
+        self.send_data(account_deleted_json(await self.services.accounts.delete_own(me, password)))
 
 
 class AuthorizationsHandler(UserTokenHandler):
@@ -122,7 +126,7 @@ class RevocationFeedHandler(CorsHandler):
 
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
-        self.send_data(await revocation.feed(self.services.db, self.services.clock, since))
+        self.send_data(await self.services.oauth.revocation_feed(since))
 
 
 def strings(body: Any, *names: str) -> list[str]:
@@ -131,3 +135,12 @@ def strings(body: Any, *names: str) -> list[str]:
     if not all(isinstance(v, str) for v in values):
         raise ValidationFailed(f"{' and '.join(names)} must be {'strings' if len(names) > 1 else 'a string'}")
     return values
+
+
+def profile_changes(body: dict[str, Any]) -> ProfileChanges:
+    """The profile fields a PATCH sends, by the core's names; any other field is refused."""
+    unknown = sorted(set(body) - set(PROFILE_FIELDS))
+    if unknown:
+        raise ValidationFailed(f"{unknown[0][:40]} cannot be changed here; editable: "
+                               f"{', '.join(sorted(PROFILE_FIELDS))}", field=unknown[0][:40])
+    return ProfileChanges(**{PROFILE_FIELDS[name]: value for name, value in body.items()})

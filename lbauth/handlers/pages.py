@@ -14,7 +14,6 @@ import tornado.web
 
 from lbauth.core import urls
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
-from lbauth.core.oauth import authorize
 from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 from lbauth.storage.records import User
@@ -224,7 +223,7 @@ class LoginPage(PageHandler):
         """When `next` is an authorization request of a known client and one of its redirect URIs,
         the sign-in may end at that URI (POST /login, 303 /oauth/, 302 client): allow it in
         `form-action`. False when a redirect chain cannot reach that URI (see allow_form_to)."""
-        redirect_uri = await authorize.redirect_uri_of(self.services.db, next_url)
+        redirect_uri = await self.services.oauth.redirect_uri_of(next_url)
         return redirect_uri is None or self.allow_form_to(redirect_uri)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lbauth.clock import Clock
-from lbauth.core.oauth import revocation
+from lbauth.core.oauth import authorize, revocation
 from lbauth.core.oauth.client_auth import (
     ClientAuthMethod,
     ClientCredentials,
@@ -92,6 +92,16 @@ class AuthorizationServer:
         app = await self.authenticate(client)
         return await revocation.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
                                            issuer=self.settings.issuer, audience=None)
+
+    async def revocation_feed(self, since: str | None) -> dict[str, Any]:
+        """The check-list for offline verifiers, after the cursor `since` (contract 11)."""
+        return await revocation.feed(self.db, self.clock, since)
+
+    # ---- the sign-in page's way back (contract 5) ------------------------------------------------------
+
+    async def redirect_uri_of(self, target: str) -> str | None:
+        """The client redirect URI that a sign-in's `next` (a path here) ends at, or None."""
+        return await authorize.redirect_uri_of(self.db, target)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 
