@@ -18,7 +18,7 @@ from lbauth.handlers.pages import SESSION_COOKIE, PageHandler, signed_in
 ACCOUNT, SESSIONS, DELETE = "/account/", "/account/sessions", "/account/delete"
 
 # The profile's fields on the page (named as in the core), and what to say beside each when the core
-# refuses it (its messages name the API's fields).
+# refuses it (ValidationFailed.field; its messages name the API's fields, not the form's).
 PROFILE_HELP = {
     "name": f"Enter a name of 1 to {MAX_NAME} characters.",
     "avatar": "Enter a web address starting with https:// (at most 2048 characters), or leave it empty.",
