@@ -31,6 +31,7 @@ from lbauth.core.oauth.checklist import ServerCheckList
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
+from lbauth.handlers.account_json import account_change_json, created_user_json, listed_user_json
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
 from lbauth.storage import migrate
@@ -108,9 +109,9 @@ async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
 
 
 async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: users.create_user(
+    return created_user_json(await with_database(settings, lambda db: users.create_user(
         db, SystemClock(), email=args.email, name=args.name, password=args.password, avatar=args.avatar or "",
-        bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified))
+        bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified)))
 
 
 async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
@@ -120,28 +121,26 @@ async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     return await with_database(settings, work)
 
 
-def _accounts(db: Database, settings: Settings) -> accounts.Accounts:
+async def with_accounts(settings: Settings, use: Callable[[accounts.Accounts], Awaitable[Any]]) -> Any:
     """The account use cases for one command: its check-list is only for what the command writes."""
-    return accounts.Accounts(db, SystemClock(), settings, ServerCheckList(max_age=None))
+    return await with_database(settings, lambda db: use(
+        accounts.Accounts(db, SystemClock(), settings, ServerCheckList(max_age=None))))
 
 
 async def cmd_users_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, lambda db: _accounts(db, settings).list_users())
+    return [listed_user_json(user) for user in await with_accounts(settings, lambda a: a.list_users())]
 
 
 async def cmd_users_disable(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: _accounts(db, settings).disable(args.email))
+    return account_change_json(await with_accounts(settings, lambda a: a.disable(args.email)))
 
 
 async def cmd_users_enable(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: _accounts(db, settings).enable(args.email))
+    return account_change_json(await with_accounts(settings, lambda a: a.enable(args.email)))
 
 
 async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict:
-    async def work(db: Database) -> dict:
-        result = await _accounts(db, settings).delete(args.email)
-        return {k: result[k] for k in ("userId", "email", "status")}
-    return await with_database(settings, work)
+    return account_change_json(await with_accounts(settings, lambda a: a.delete(args.email)))
 
 
 def _policy(settings: Settings) -> AppPolicy:

@@ -64,7 +64,13 @@ class AuthorizationRedirect(Exception):
 # ---- requests in general ----------------------------------------------------------------------------
 
 class ValidationFailed(LbauthError):
+    """`field`: the input refused, when one is to blame (a page shows the message beside it)."""
     sub_code, message = "request.validation_failed", "Field required"
+
+    def __init__(self, message: str | None = None, *, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers=headers)
+        self.field = field
 
 
 class MalformedRequest(ValidationFailed):

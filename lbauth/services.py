@@ -1,6 +1,7 @@
 """What one server process shares between its handlers: settings, the clock, the database, the
 master keys, the current signing key ring, the revocation check-list, the token minter, the
-authorization server and the accounts (users, sessions). Handlers receive it through `initialize`."""
+authorization server, the accounts (users, sessions) and the operations checks. Handlers receive it
+through `initialize` and call its service objects, which hold the database."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
+from lbauth.core.operations import Operations
 from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ServerUnavailable
@@ -48,6 +50,7 @@ class Services:
         self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
                                          self.id_tokens, self.client_documents)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
+        self.operations = Operations(self.db, self.clock)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
 

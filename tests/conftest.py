@@ -217,10 +217,11 @@ class TestServer:
     async def create_user(self, email: str | None = None, password: str = "correct horse battery",
                           name: str = "Test User", **extra: object) -> dict:
         from lbauth.core.accounts import users
+        from lbauth.handlers.account_json import created_user_json
         email = email or f"user-{secrets.token_hex(4)}@example.com"
         created = await users.create_user(self.db, self.clock, email=email, name=name, password=password,
                                           **extra)  # type: ignore[arg-type]
-        return {**created, "password": password}
+        return {**created_user_json(created), "password": password}
 
     async def login(self, email: str, password: str) -> str:
         response = await self.client.post("/api/auth/login", json={"email": email, "password": password})

@@ -7,14 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from lbauth.clock import iso
-from lbauth.core.accounts.accounts import profile_of
+from lbauth.core.accounts.accounts import ProfileChanges
 from lbauth.core.accounts.sessions import API, SignedIn
 from lbauth.core.fields import require
-from lbauth.core.oauth import revocation_feed
 from lbauth.core.oauth.authorizations import Authorization
 from lbauth.errors import ValidationFailed
+from lbauth.handlers.account_json import account_deleted_json, ended_session_json, listed_session_json, profile_json
 from lbauth.handlers.base import BaseHandler, CorsHandler
 from lbauth.storage.records import Change
+
+# PATCH /api/account/profile's fields (contract 16) -> the core's names for them.
+PROFILE_FIELDS = {"name": "name", "avatar": "avatar", "bio": "bio", "interestTags": "interest_tags"}
 
 
 class LoginHandler(BaseHandler):
@@ -38,7 +41,7 @@ class LogoutHandler(UserTokenHandler):
     """POST /api/auth/logout: end the calling token's session."""
 
     async def post(self) -> None:
-        self.send_data(await self.services.accounts.sign_out(await self.signed_in()))
+        self.send_data(ended_session_json(await self.services.accounts.sign_out(await self.signed_in())))
 
 
 class SessionsHandler(UserTokenHandler):
@@ -46,7 +49,8 @@ class SessionsHandler(UserTokenHandler):
 
     async def get(self) -> None:
         me = await self.signed_in()
-        self.send_data({"items": await self.services.accounts.sessions.listed(me.user.id, me.session.id)})
+        listed = await self.services.accounts.sessions.listed(me.user.id, me.session.id)
+        self.send_data({"items": [listed_session_json(item) for item in listed]})
 
 
 class SessionHandler(UserTokenHandler):
@@ -54,7 +58,7 @@ class SessionHandler(UserTokenHandler):
 
     async def delete(self, session_id: str) -> None:
         me = await self.signed_in()
-        self.send_data(await self.services.accounts.sessions.end(me.user.id, session_id))
+        self.send_data(ended_session_json(await self.services.accounts.sessions.end(me.user.id, session_id)))
 
 
 class EndOtherSessionsHandler(UserTokenHandler):
@@ -69,11 +73,12 @@ class ProfileHandler(UserTokenHandler):
     """GET and PATCH /api/account/profile (name, avatar, bio, interestTags)."""
 
     async def get(self) -> None:
-        self.send_data(profile_of((await self.signed_in()).user))
+        self.send_data(profile_json((await self.signed_in()).user))
 
     async def patch(self) -> None:
         me = await self.signed_in()
-        self.send_data(await self.services.accounts.update_profile(me.user, self.json_body()))
+        changes = profile_changes(self.json_body())
+        self.send_data(profile_json(await self.services.accounts.update_profile(me.user, changes)))
 
 
 class PasswordHandler(UserTokenHandler):
@@ -94,8 +99,7 @@ class AccountHandler(UserTokenHandler):
         me = await self.signed_in()
         (password,) = strings(self.json_body(), "password")
         self.limit_login(me.user.email)
-        result = await self.services.accounts.delete_own(me, password)
-        self.send_data({k: result[k] for k in ("userId", "status", "deletedAt", "revokedAuthorizations")})
+        self.send_data(account_deleted_json(await self.services.accounts.delete_own(me, password)))
 
 
 class AuthorizationsHandler(UserTokenHandler):
@@ -128,7 +132,7 @@ class RevocationFeedHandler(CorsHandler):
 
     async def get(self) -> None:
         since = self.get_query_argument("since", None)
-        page = await revocation_feed.feed(self.services.db, self.services.clock, since)
+        page = await self.services.oauth.revocations_since(since)
         self.send_data({"items": [revocation_json(change) for change in page.entries], "cursor": page.cursor,
                         "pollAfter": page.poll_after})
 
@@ -151,3 +155,12 @@ def strings(body: Any, *names: str) -> list[str]:
     if not all(isinstance(v, str) for v in values):
         raise ValidationFailed(f"{' and '.join(names)} must be {'strings' if len(names) > 1 else 'a string'}")
     return values
+
+
+def profile_changes(body: dict[str, Any]) -> ProfileChanges:
+    """The profile fields a PATCH sends, by the core's names; any other field is refused."""
+    unknown = sorted(set(body) - set(PROFILE_FIELDS))
+    if unknown:
+        raise ValidationFailed(f"{unknown[0][:40]} cannot be changed here; editable: "
+                               f"{', '.join(sorted(PROFILE_FIELDS))}", field=unknown[0][:40])
+    return ProfileChanges(**{PROFILE_FIELDS[name]: value for name, value in body.items()})

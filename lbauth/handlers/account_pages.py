@@ -10,15 +10,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from lbauth.core import scopes
-from lbauth.core.accounts.accounts import MAX_BIO, MAX_NAME, MAX_TAG, MAX_TAGS, profile_of
+from lbauth.core.accounts.accounts import MAX_BIO, MAX_NAME, MAX_TAG, MAX_TAGS, ProfileChanges
 from lbauth.errors import AuthorizationNotFound, LoginFailed, PasswordWeak, ValidationFailed
+from lbauth.handlers.account_json import listed_session_json, profile_json
 from lbauth.handlers.pages import SESSION_COOKIE, PageHandler, signed_in
 
 ACCOUNT, SESSIONS, DELETE = "/account/", "/account/sessions", "/account/delete"
 
-# The profile's fields on the page (form name -> the API's), and what to say beside each when the
-# core refuses it (its messages name the API's fields).
-PROFILE_FIELDS = {"name": "name", "avatar": "avatar", "bio": "bio", "interest_tags": "interestTags"}
+# The profile's fields on the page (named as in the core), and what to say beside each when the core
+# refuses it (ValidationFailed.field; its messages name the API's fields, not the form's).
 PROFILE_HELP = {
     "name": f"Enter a name of 1 to {MAX_NAME} characters.",
     "avatar": "Enter a web address starting with https:// (at most 2048 characters), or leave it empty.",
@@ -40,7 +40,7 @@ class AccountForms(PageHandler):
 
     def show(self, status: int = 200, *, typed: dict[str, str] | None = None, errors: dict[str, str] | None = None,
              saved: str | None = None, ended: int | None = None) -> None:
-        profile = profile_of(self.user)
+        profile = profile_json(self.user)
         values = {"name": profile["name"], "avatar": profile["avatar"], "bio": profile["bio"],
                   "interest_tags": ", ".join(profile["interestTags"])}
         self.render_page("account.html", status=status, active_page="profile", profile=profile,
@@ -62,14 +62,14 @@ class ProfileForm(AccountForms):
 
     @signed_in(next_url=ACCOUNT, status=401)
     async def post(self, form: dict[str, Any]) -> None:
-        typed = {name: form[name] for name in PROFILE_FIELDS if name in form}
-        changes: dict[str, Any] = {PROFILE_FIELDS[name]: value for name, value in typed.items()}
+        typed = {name: form[name] for name in PROFILE_HELP if name in form}
+        changes = ProfileChanges(**typed)
         if "interest_tags" in typed:
-            changes["interestTags"] = [tag.strip() for tag in typed["interest_tags"].split(",") if tag.strip()]
+            changes["interest_tags"] = [tag.strip() for tag in typed["interest_tags"].split(",") if tag.strip()]
         try:
             await self.services.accounts.update_profile(self.user, changes)
         except ValidationFailed as exc:
-            field = next((name for name, api in PROFILE_FIELDS.items() if exc.message.startswith(api + " ")), None)
+            field = exc.field if exc.field in PROFILE_HELP else None
             self.show(400, typed=typed, errors={field: PROFILE_HELP[field]} if field else {"profile": exc.message})
             return
         self.redirect(ACCOUNT + "?saved=profile", status=303)
@@ -103,8 +103,9 @@ class SessionsPage(PageHandler):
 
     @signed_in
     async def get(self) -> None:
-        items = await self.services.accounts.sessions.listed(self.user.id, self.session.session.id)
-        items.sort(key=lambda item: not item["current"])  # this browser first, then the most recently used
+        listed = await self.services.accounts.sessions.listed(self.user.id, self.session.session.id)
+        listed.sort(key=lambda item: not item.current)  # this browser first, then the most recently used
+        items = [listed_session_json(item) for item in listed]
         ended = self.get_query_argument("ended", None)
         self.render_page("sessions.html", active_page="sessions", items=items,
                          ended=ended if ended in ("one", "others") else None,
@@ -154,7 +155,7 @@ class DeleteAccountPage(PageHandler):
             return
         self.clear_cookie(SESSION_COOKIE)
         self.user, self.session = None, None
-        self.render_page("account_deleted.html", revoked=result["revokedAuthorizations"])
+        self.render_page("account_deleted.html", revoked=result.revoked_authorizations)
 
     async def show(self, status: int = 200, error: str | None = None) -> None:
         apps = await self.services.oauth.authorizations(self.user.id)

@@ -6,7 +6,6 @@ import hmac
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from lbauth.core.clients import outbox
 from lbauth.errors import NotFound, ServerUnavailable, TokenInvalid
 from lbauth.handlers.base import BaseHandler
 
@@ -22,7 +21,7 @@ class ReadyHandler(BaseHandler):
     """GET /readyz: the database answers; 503 `server.unavailable` when it does not."""
 
     async def get(self) -> None:
-        if not await self.services.db.ping():
+        if not await self.services.operations.database_ready():
             raise ServerUnavailable("The database is not reachable.", headers={"Retry-After": "5"})
         self.send_data({"status": "ready"})
 
@@ -40,9 +39,9 @@ class MetricsHandler(BaseHandler):
                 raise TokenInvalid("A valid metrics token is required.")
         m = s.metrics
         m.checklist_size.set(len(s.checklist))
-        if await s.db.ping():  # the gauges from the database; the counters even when it is away
-            pending, oldest_age = await outbox.pending_summary(s.db, s.clock)
-            m.outbox_depth.set(pending)
-            m.outbox_oldest.set(oldest_age)
+        backlog = await s.operations.outbox_backlog()
+        if backlog is not None:  # the gauges from the database; the counters even when it is away
+            m.outbox_depth.set(backlog.pending)
+            m.outbox_oldest.set(backlog.oldest_age)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(m.render())

@@ -113,7 +113,7 @@ async def party(services: Services, email: str) -> Party:
     user = await users.create_user(services.db, services.clock, email=email, name="U", password="x" * 12)
     app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
                                 name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
-    return Party(services, user["userId"], app)
+    return Party(services, user.id, app)
 
 
 @pytest.fixture

@@ -85,6 +85,15 @@ def test_a_message_and_headers_may_be_given():
     assert errors.RateLimited().message == "Too many requests; retry later."  # the class's text is untouched
 
 
+def test_a_validation_failure_may_name_the_field_it_refuses():
+    assert errors.ValidationFailed("name must be 1 to 200 characters").field is None
+    error = errors.ValidationFailed("name must be 1 to 200 characters", field="name")
+    assert error.field == "name"
+    assert error.envelope() == {"code": 400, "message": "name must be 1 to 200 characters",
+                                "subCode": "request.validation_failed"}  # the field is for pages, not the wire
+    assert errors.MalformedRequest(431).field is None
+
+
 def test_untrusted_client_errors_show_a_400_page_and_the_others_their_status():
     assert errors.ApplicationNotFound.page_status == errors.RedirectUriMismatch.page_status == 400
     assert errors.ScopeInvalid.page_status is None

@@ -10,15 +10,23 @@ refused by every process and every offline verifier, as a revoked grant's are.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypedDict
 
 from lbauth import errors
-from lbauth.clock import Clock, iso
+from lbauth.clock import Clock
 from lbauth.core.accounts import passwords
 from lbauth.core.accounts.cache import AccountCache
-from lbauth.core.accounts.sessions import API, Sessions, SignedIn, announce_user_changed, end_all, open_session
+from lbauth.core.accounts.sessions import (
+    API,
+    EndedSession,
+    Sessions,
+    SignedIn,
+    announce_user_changed,
+    end_all,
+    open_session,
+)
 from lbauth.core.accounts.users import normalize_email
 from lbauth.core.oauth.checklist import ServerCheckList, cover_racing_tokens
 from lbauth.core.oauth.grant_revocation import revoke_grant_in, suspend_grant_in
@@ -43,32 +51,48 @@ class NewSession:
     session_id: str
 
 
-def profile_of(user: User) -> dict[str, Any]:
-    return {"userId": user.id, "email": user.email, "name": user.name, "avatar": user.avatar, "bio": user.bio,
-            "interestTags": list(user.interest_tags), "createdAt": iso(user.created_at)}
+class AccountStatus(StrEnum):
+    DISABLED = "disabled"
+    ENABLED = "enabled"
+    DELETED = "deleted"
 
 
-def checked_profile(changes: Mapping[str, Any], user: User) -> dict[str, Any]:
-    """PATCH /api/account/profile's fields (contract 16), validated, merged onto the user's."""
-    editable = {"name", "avatar", "bio", "interestTags"}
-    unknown = sorted(set(changes) - editable)
-    if unknown:
-        raise errors.ValidationFailed(f"{unknown[0][:40]} cannot be changed here; editable: avatar, bio, "
-                                      "interestTags, name")
+@dataclass(frozen=True)
+class AccountChange:
+    """What disabling, enabling or deleting did to an account (contract 16); a deletion also says
+    when, and how many of the user's authorizations it revoked."""
+    user_id: str
+    email: str
+    status: AccountStatus
+    deleted_at: int | None = None
+    revoked_authorizations: int = 0
+
+
+class ProfileChanges(TypedDict, total=False):
+    """The profile fields a user may change (contract 16), as sent: `checked_profile` checks them."""
+    name: object
+    avatar: object
+    bio: object
+    interest_tags: object
+
+
+def checked_profile(changes: ProfileChanges, user: User) -> dict[str, Any]:
+    """The changes validated (ValidationFailed names the refused `field`), merged onto the user's."""
     name = changes.get("name", user.name)
     if not isinstance(name, str) or not name.strip() or len(name.strip()) > MAX_NAME:
-        raise errors.ValidationFailed(f"name must be 1 to {MAX_NAME} characters")
+        raise errors.ValidationFailed(f"name must be 1 to {MAX_NAME} characters", field="name")
     avatar = changes.get("avatar", user.avatar)
     if not isinstance(avatar, str) or (avatar and (len(avatar) > 2048 or not _URL.match(avatar))):
-        raise errors.ValidationFailed("avatar must be an http(s) URL (at most 2048 characters) or empty")
+        raise errors.ValidationFailed("avatar must be an http(s) URL (at most 2048 characters) or empty",
+                                      field="avatar")
     bio = changes.get("bio", user.bio)
     if not isinstance(bio, str) or len(bio) > MAX_BIO:
-        raise errors.ValidationFailed(f"bio must be text of at most {MAX_BIO} characters")
-    tags = changes.get("interestTags", list(user.interest_tags))
+        raise errors.ValidationFailed(f"bio must be text of at most {MAX_BIO} characters", field="bio")
+    tags = changes.get("interest_tags", list(user.interest_tags))
     if (not isinstance(tags, list) or len(tags) > MAX_TAGS
             or not all(isinstance(t, str) and 0 < len(t.strip()) <= MAX_TAG for t in tags)):
         raise errors.ValidationFailed(f"interestTags must be a list of at most {MAX_TAGS} tags of 1 to "
-                                      f"{MAX_TAG} characters")
+                                      f"{MAX_TAG} characters", field="interest_tags")
     unique_tags = list(dict.fromkeys(t.strip() for t in tags))
     return {"name": name.strip(), "avatar": avatar, "bio": bio, "interest_tags": unique_tags}
 
@@ -109,7 +133,7 @@ class Accounts:
         return await sign_in(self.db, self.clock, self.settings.user_token_ttl, email, password, kind=kind,
                              user_agent=user_agent, ip_address=ip_address)
 
-    async def sign_out(self, signed_in: SignedIn) -> dict[str, Any]:
+    async def sign_out(self, signed_in: SignedIn) -> EndedSession:
         """End the session that made this request (POST /api/auth/logout, the pages' sign-out)."""
         return await self.sessions.end(signed_in.user.id, signed_in.session.id)
 
@@ -126,7 +150,8 @@ class Accounts:
             self.users.put(user_id, user, started)
         return user if user.active else None
 
-    async def update_profile(self, user: User, changes: Mapping[str, Any]) -> dict[str, Any]:
+    async def update_profile(self, user: User, changes: ProfileChanges) -> User:
+        """The user as changed; every process sees the change within 5 s (contract 16)."""
         fields = checked_profile(changes, user)
         now = int(self.clock.now())
 
@@ -139,7 +164,7 @@ class Accounts:
         await self.sessions.learn_now()
         if updated is None:
             raise errors.TokenRevoked("This account no longer exists.")
-        return profile_of(updated)
+        return updated
 
     async def change_password(self, signed_in: SignedIn, current: str, new: str) -> int:
         """The current password, then the new one's strength; every other session ends."""
@@ -159,7 +184,7 @@ class Accounts:
         await self.sessions.learn_now()
         return ended
 
-    async def delete_own(self, signed_in: SignedIn, password: str) -> dict[str, Any]:
+    async def delete_own(self, signed_in: SignedIn, password: str) -> AccountChange:
         stored = await self.db.read(repo.by_id, signed_in.user.id)
         if stored is None or not await passwords.verify_password(stored.password_hash or None, password):
             raise errors.LoginFailed("The password is wrong.")
@@ -167,9 +192,8 @@ class Accounts:
 
     # ---- operators (contract 16: lbauth users ...) ----------------------------------------------
 
-    async def list_users(self) -> list[dict[str, Any]]:
-        return [{"userId": u.id, "email": u.email, "name": u.name, "disabled": u.disabled_at is not None,
-                 "createdAt": iso(u.created_at)} for u in await self.db.read(repo.listed)]
+    async def list_users(self) -> list[User]:
+        return await self.db.read(repo.listed)
 
     async def by_email(self, email: str) -> User:
         user = await self.db.read(repo.by_email, normalize_email(email))
@@ -177,7 +201,7 @@ class Accounts:
             raise errors.UserNotFound()
         return user
 
-    async def disable(self, email: str) -> dict[str, Any]:
+    async def disable(self, email: str) -> AccountChange:
         """Sessions ended, refresh tokens and open codes revoked, the access tokens issued so far on
         the check-list (for good: enabling does not bring them back); grants kept."""
         user = await self.by_email(email)
@@ -193,9 +217,9 @@ class Accounts:
             return grant_ids
         grant_ids = await self.db.transaction(work)
         await self._after_grants_refused(grant_ids, now)
-        return {"userId": user.id, "email": user.email, "status": "disabled"}
+        return AccountChange(user.id, user.email, AccountStatus.DISABLED)
 
-    async def enable(self, email: str) -> dict[str, Any]:
+    async def enable(self, email: str) -> AccountChange:
         user = await self.by_email(email)
         now = int(self.clock.now())
 
@@ -205,12 +229,12 @@ class Accounts:
             changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.sessions.learn_now()
-        return {"userId": user.id, "email": user.email, "status": "enabled"}
+        return AccountChange(user.id, user.email, AccountStatus.ENABLED)
 
-    async def delete(self, email: str) -> dict[str, Any]:
+    async def delete(self, email: str) -> AccountChange:
         return await self._delete(await self.by_email(email))
 
-    async def _delete(self, user: User) -> dict[str, Any]:
+    async def _delete(self, user: User) -> AccountChange:
         """Contract 16: every grant revoked with its event, every session ended, the personal data
         erased and the email freed; then the bytes at rest (SQLite: the WAL) rewritten."""
         now, access_ttl = int(self.clock.now()), self.settings.access_token_ttl
@@ -233,8 +257,8 @@ class Accounts:
         grant_ids = await self.db.transaction(work)
         await self._after_grants_refused(grant_ids, now)
         await self.db.erase_freed()
-        return {"userId": user.id, "email": user.email, "status": "deleted", "deletedAt": iso(now),
-                "revokedAuthorizations": len(grant_ids)}
+        return AccountChange(user.id, user.email, AccountStatus.DELETED, deleted_at=now,
+                             revoked_authorizations=len(grant_ids))
 
     async def _after_grants_refused(self, grant_ids: list[str], now: int) -> None:
         for grant_id in grant_ids:

@@ -13,10 +13,9 @@ import dataclasses
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from lbauth import errors
-from lbauth.clock import Clock, iso
+from lbauth.clock import Clock
 from lbauth.core.accounts.cache import AccountCache
 from lbauth.core.crypto import opaque
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
@@ -38,6 +37,19 @@ class SignedIn:
     """A live session and its user: what a user token or a session cookie proves."""
     session: Session
     user: User
+
+
+@dataclass(frozen=True)
+class ListedSession:
+    """One of a user's live sessions as they see it listed; `current`: the one asking."""
+    session: Session
+    current: bool
+
+
+@dataclass(frozen=True)
+class EndedSession:
+    session_id: str
+    ended_at: int
 
 
 def announce_ended(conn: Connection, session_ids: list[str], now: int) -> None:
@@ -147,12 +159,11 @@ class Sessions:
             _, dropped = self._credential_of.popitem(last=False)
             self._by_credential.drop(dropped)  # no longer reachable by its id: not trusted either
 
-    async def listed(self, user_id: str, current_id: str | None) -> list[dict[str, Any]]:
-        return [{"sessionId": s.id, "kind": s.kind, "createdAt": iso(s.created_at), "lastUsedAt": iso(s.last_used_at),
-                 "userAgent": s.user_agent, "ipAddress": s.ip_address, "current": s.id == current_id}
-                for s in await self.db.read(repo.live_of_user, user_id, int(self.clock.now()))]
+    async def listed(self, user_id: str, current_id: str | None) -> list[ListedSession]:
+        return [ListedSession(session, session.id == current_id)
+                for session in await self.db.read(repo.live_of_user, user_id, int(self.clock.now()))]
 
-    async def end(self, user_id: str, session_id: str) -> dict[str, Any]:
+    async def end(self, user_id: str, session_id: str) -> EndedSession:
         """End one of the user's own live sessions; another user's is SessionNotFound, like none."""
         now = int(self.clock.now())
 
@@ -163,7 +174,7 @@ class Sessions:
             changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.learn_now()
-        return {"sessionId": session_id, "endedAt": iso(now)}
+        return EndedSession(session_id, now)
 
     async def end_others(self, user_id: str, keep: str) -> int:
         count = await self.db.transaction(end_all, user_id, int(self.clock.now()), except_id=keep)

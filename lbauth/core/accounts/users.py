@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from lbauth.clock import Clock
 from lbauth.core.accounts import passwords
@@ -22,21 +21,21 @@ _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
 def normalize_email(email: str) -> str:
     email = (email or "").strip().lower()
     if len(email) > 320 or not _EMAIL.match(email):
-        raise ValidationFailed("email must be an email address")
+        raise ValidationFailed("email must be an email address", field="email")
     return email
 
 
 async def create_user(db: Database, clock: Clock, *, email: str, name: str, password: str,
                       avatar: str = "", bio: str = "", interest_tags: Sequence[str] = (),
-                      email_verified: bool = False) -> dict[str, Any]:
+                      email_verified: bool = False) -> User:
     email = normalize_email(email)
     name = (name or "").strip()
     if not name or len(name) > 200:
-        raise ValidationFailed("name must be 1 to 200 characters")
+        raise ValidationFailed("name must be 1 to 200 characters", field="name")
     if len(password or "") < passwords.MIN_LENGTH:
-        raise ValidationFailed(f"password must be at least {passwords.MIN_LENGTH} characters")
+        raise ValidationFailed(f"password must be at least {passwords.MIN_LENGTH} characters", field="password")
     if avatar and not re.match(r"^https?://\S+$", avatar):
-        raise ValidationFailed("avatar must be an http(s) URL")
+        raise ValidationFailed("avatar must be an http(s) URL", field="avatar")
     user = User(id=opaque.new_id("usr_"), email=email, name=name, avatar=avatar or "", bio=bio or "",
                 interest_tags=[t.strip() for t in interest_tags if t.strip()],
                 password_hash=await passwords.hash_password(password), created_at=int(clock.now()),
@@ -45,4 +44,4 @@ async def create_user(db: Database, clock: Clock, *, email: str, name: str, pass
         await db.transaction(repo.insert_user, user)
     except Duplicate:
         raise Conflict("A user with this email already exists.") from None
-    return {"userId": user.id, "email": email, "name": name}
+    return user

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lbauth.clock import Clock
-from lbauth.core.oauth import authorizations, introspection, token_revocation
+from lbauth.core.oauth import authorizations, introspection, revocation_feed, token_revocation
 from lbauth.core.oauth.authorization.endpoint import AuthorizationEndpoint
 from lbauth.core.oauth.authorizations import Authorization, RevokedAuthorization
 from lbauth.core.oauth.checklist import CheckList
@@ -26,6 +26,7 @@ from lbauth.core.oauth.client_auth import (
     presented_credentials,
 )
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
+from lbauth.core.oauth.revocation_feed import FeedPage
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.registration.documents import ClientDocuments
@@ -98,6 +99,10 @@ class AuthorizationServer:
         app = await self.authenticate(client)
         return await introspection.introspect(self.db, self.clock, self.tokens.public_keys, app=app, token=token,
                                               issuer=self.settings.issuer, audience=None)
+
+    async def revocations_since(self, since: str | None) -> FeedPage:
+        """The check-list for offline verifiers, after the cursor `since` (contract 11)."""
+        return await revocation_feed.feed(self.db, self.clock, since)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 
