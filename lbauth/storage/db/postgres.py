@@ -177,17 +177,12 @@ class PostgresDatabase:
             else:  # refused, reset: the database is not there
                 self._went_down(failed.error)
             raise unavailable() from failed.error
-        except Exception as exc:
-            if is_connection_lost(exc):
-                self._went_down(exc)
-            if is_unavailable(exc):
-                raise unavailable() from exc
-            self._finished += 1  # it answered, with an error of this request's own
-            raise
 
     def _unit(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
         """`_transaction`'s greenlet: check out a connection, run the unit in its transaction (in
-        autocommit: no BEGIN and COMMIT round trips), return the connection."""
+        autocommit: no BEGIN and COMMIT round trips), return the connection. A lost connection
+        marks the database down before the connection is returned: closing one that an outage
+        left silent can take seconds, and the requests waiting for a connection must not."""
         try:
             conn = self.engine.sync_engine.connect()
         except Exception as exc:
@@ -203,6 +198,13 @@ class PostgresDatabase:
                 result = run_unit(conn, work, args)
             self._finished += 1  # the database answered: progress, for the watchdog
             return result
+        except Exception as exc:
+            if is_connection_lost(exc):
+                self._went_down(exc)
+            if is_unavailable(exc):
+                raise unavailable() from exc
+            self._finished += 1  # it answered, with an error of this request's own
+            raise
         finally:
             self._in_flight.discard(conn)
             conn.close()
