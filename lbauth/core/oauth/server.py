@@ -22,9 +22,10 @@ from lbauth.core.oauth.client_auth import (
     presented_credentials,
 )
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
+from lbauth.core.oauth.issuing import Issuer
 from lbauth.core.oauth.revocation import CheckList
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
-from lbauth.core.oidc.id_tokens import IdTokens
+from lbauth.core.oidc.id_tokens import IdTokenExtension, IdTokens
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
@@ -35,14 +36,16 @@ GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, Refresh
 
 
 class AuthorizationServer:
-    """Client authentication methods and grant types are registries: new ones join by construction."""
+    """Client authentication methods, grant types and the issuing step's extensions are registries:
+    new ones join by construction."""
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens, checklist: CheckList,
                  id_tokens: IdTokens, *, client_auth_methods: Sequence[ClientAuthMethod] = CLIENT_AUTH_METHODS,
                  grant_types: Sequence[type[GrantType[Any]]] = GRANT_TYPES) -> None:
         self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
         self.client_auth_methods = tuple(client_auth_methods)
-        self.grants = {cls.grant_type: cls(db, clock, settings, tokens, checklist, id_tokens) for cls in grant_types}
+        self.issuer = Issuer(db, settings, tokens, extensions=(IdTokenExtension(id_tokens),))
+        self.grants = {cls.grant_type: cls(db, clock, settings, checklist, self.issuer) for cls in grant_types}
 
     # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------
 
