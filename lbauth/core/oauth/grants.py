@@ -86,9 +86,10 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         now, jti = int(self.clock.now()), new_jti()
         refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
         verifier, redeemed, well_formed = request.code_verifier, None, opaque.has_prefix(request.code, opaque.CODE)
-        presented = {"code_hash": opaque.digest(request.code) if well_formed else "", "client_id": client.client_id,
-                     "client_secret_hash": client.secret_digest, "redirect_uri": request.redirect_uri,
-                     "challenge": pkce_challenge(verifier) if verifier is not None else None, "now": now}
+        presented: dict[str, Any] = {  # what the claim and the explanation of a failed one both judge
+            "code_hash": opaque.digest(request.code) if well_formed else "", "client_id": client.client_id,
+            "client_secret_hash": client.secret_digest, "redirect_uri": request.redirect_uri,
+            "challenge": pkce_challenge(verifier) if verifier is not None else None, "now": now}
         if well_formed:
             # A request naming a resource checks it in the claim's own transaction, which a refusal
             # rolls back: not one statement in autocommit (PostgreSQL), but no statement more.
