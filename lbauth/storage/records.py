@@ -211,6 +211,28 @@ class ClaimedCode:
     resources: list[str]  # RFC 8707: what its tokens may name (contract 17)
 
 
+class CodeRule(Enum):
+    """A condition a redemption claims a code under (spec 4.3, RFC 6749 4.1.3, RFC 7636 4.6), in
+    the order a failed redemption is explained. Each is one SQL condition (repo/codes.py), used
+    both by the claim and by the explanation of a failed claim, so the two cannot disagree."""
+    ISSUED_TO_CLIENT = "issued_to_client"  # the client presenting it, matched by its secret's digest
+    NOT_REVOKED = "not_revoked"
+    UNUSED = "unused"
+    UNEXPIRED = "unexpired"
+    SAME_REDIRECT_URI = "same_redirect_uri"  # the authorization request's, exactly
+    PKCE_VERIFIED = "pkce_verified"  # the verifier's challenge, or none sent for a code without one
+
+
+@dataclass(frozen=True, slots=True)
+class CodeState:
+    """Why a code was not claimed: the rules it breaks for this request (in CodeRule order; none
+    for a code that would be claimed now), and what explaining them needs."""
+    broken: tuple[CodeRule, ...]
+    grant_id: str
+    resources: list[str]
+    has_challenge: bool
+
+
 @dataclass(frozen=True, slots=True)
 class RefreshToken:
     """A refresh token (spec section 3), by digest."""

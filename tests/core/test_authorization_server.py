@@ -9,6 +9,7 @@ import base64
 import pytest
 
 from lbauth import errors
+from lbauth.core import resources
 from lbauth.core.accounts import users
 from lbauth.core.clients import apps
 from lbauth.core.oauth.authorization.codes import issue_code
@@ -18,6 +19,7 @@ from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentia
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
 from lbauth.services import Services
+from lbauth.verify import decode_access_token
 from tests.conftest import START_TIME
 
 REDIRECT_URI = "https://app.example/callback"
@@ -231,3 +233,54 @@ async def test_revocation_and_introspection_authenticate_the_client_once(service
     assert await oauth.introspect(alice.client, token_set.access_token) == {"active": False}
     with pytest.raises(errors.TokenRevoked):
         services.tokens.check(token_set.access_token)
+
+
+async def test_a_code_for_a_resource_authenticates_the_client_once(services, alice):
+    """RFC 8707 2: the resource is checked inside the claim's own transaction, whose client match is
+    the only authentication; a resource the code was not issued for is invalid_target, the claim rolled
+    back, the code still good. A bad client still hears invalid_client first."""
+    s, oauth = services, services.oauth
+    for uri in ("https://notes.example/mcp", "https://voice.example/api"):
+        await resources.add_resource(s.db, s.clock, uri)
+    app = await load_client(s.db, alice.app["clientId"], REDIRECT_URI)
+    request = await oauth.authorization_endpoint.resolve_resources(check_api_request(
+        app, REDIRECT_URI, ["userinfo"], "state", None, None, ["https://notes.example/mcp"]))
+    code = await issue_code(s.db, s.clock, request, alice.user_id, s.settings.code_ttl)
+    code_grant = oauth.grant("authorization_code")
+
+    def exchange(client, resource):
+        return lambda: oauth.token(code_grant, client, {**alice.code_params(code), "resource": resource})
+
+    error, _ = await counted(services, exchange(alice.wrong_client, "https://voice.example/api"))
+    assert isinstance(error, errors.ClientSecretMismatch)
+    error, statements = await counted(services, exchange(alice.client, "https://voice.example/api"))
+    assert isinstance(error, errors.TargetInvalid)
+    assert statements == 2  # SQLite: the claim and the refresh token, both rolled back; no client read
+    token_set, statements = await counted(services, exchange(alice.client, "https://NOTES.example/mcp"))
+    assert statements == 2
+    claims = decode_access_token(token_set.access_token, s.keyring.public_keys, issuer=s.settings.issuer,
+                                 audience="https://notes.example/mcp", now=START_TIME, leeway=0)
+    assert claims["aud"] == "https://notes.example/mcp"
+
+
+async def test_a_refused_code_hears_the_first_rule_it_breaks(services, alice):
+    """Each fault explained by the claim's own conditions, the first in CodeRule order: another
+    client's, (revoked, used,) expired, redirect URI, PKCE; a resource the code was not issued for
+    as soon as the code is the client's live, unused one. Nothing is used up."""
+    oauth, bob = services.oauth, await party(services, "bob@example.com")
+    code_grant = oauth.grant("authorization_code")
+    code = await alice.code()
+
+    async def refused(client, **params):
+        error, _ = await counted(services, lambda: oauth.token(code_grant, client,
+                                                               {**alice.code_params(code), **params}))
+        assert isinstance(error, errors.LbauthError)
+        return type(error), error.message
+
+    assert (await refused(bob.client))[0] is errors.CodeInvalid
+    assert (await refused(alice.client, redirect_uri=REDIRECT_URI + "/x"))[0] is errors.RedirectUriMismatch
+    verifier_refused, message = await refused(alice.client, code_verifier="v" * 43)
+    assert verifier_refused is errors.CodeVerifierInvalid and "issued without a PKCE challenge" in message
+    services.clock.advance(services.settings.code_ttl)
+    assert (await refused(alice.client, code_verifier="v" * 43))[0] is errors.CodeExpired  # before PKCE
+    assert (await refused(alice.client, resource="https://unknown.example/"))[0] is errors.TargetInvalid

@@ -3,12 +3,18 @@ redemption stores the refresh token it issues."""
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+from sqlalchemy import update
+
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import ClaimedCode, Code, CodeGrant, RefreshToken
+from lbauth.storage.models import authorization_codes as codes_model
+from lbauth.storage.records import ClaimedCode, Code, CodeGrant, CodeRule, CodeState, RefreshToken
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
-from tests.storage.conftest import NOW, Granted
+from tests.storage.conftest import NOW, Granted, add_app
 
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 
@@ -88,3 +94,57 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
     assert (code.grant_id, code.asu, code.scopes, code.code_challenge) == (granted.grant_id, granted.asu,
                                                                            ["profile"], CHALLENGE)
     assert code.resources == []  # a code naming no resource (RFC 8707): never NULL
+
+
+# ---- the redemption's rules: the claim and the explanation of a failed claim agree ---------------------
+
+OTHER_CHALLENGE = "A" * 43
+
+
+class _Undo(Exception):
+    """Rolls a combination's unit of work back, carrying what it found: each starts from a fresh code."""
+
+
+def _judged(conn: Connection, *, app_id: str, granted: Granted, challenge: str | None, expires_at: int,
+            used: bool, revoked: bool, redemption: dict[str, object]) -> tuple[CodeState | None, ClaimedCode | None]:
+    """A fresh code in the given state, explained and then claimed with the same arguments, rolled back."""
+    codes_repo.insert_code(conn, code_hash="c" * 64, app_id=app_id, user_id=granted.user.id,
+                           grant_id=granted.grant_id, asu=granted.asu, redirect_uri="https://app.example/cb",
+                           scopes=["userinfo"], code_challenge=challenge, now=NOW, expires_at=expires_at)
+    conn.execute(update(codes_model).values(used_at=NOW + 1 if used else None, revoked_at=NOW + 1 if revoked else None))
+    explained = codes_repo.explain(conn, **{k: v for k, v in redemption.items() if k in _EXPLAINED})
+    raise _Undo(explained, codes_repo.redeem(conn, **redemption))
+
+
+_EXPLAINED = ("code_hash", "client_id", "client_secret_hash", "redirect_uri", "challenge", "now")
+
+
+@pytest.mark.parametrize("owner", ["this client", "another app", "a wrong secret"])
+async def test_a_code_is_claimed_exactly_when_it_breaks_no_rule(db: Database, granted: Granted, owner: str) -> None:
+    """For every combination of a code's state and a request's fault, the claim's WHERE clause and
+    `explain` judge alike: the code is claimed iff `explain` finds no rule broken, and the rules it
+    finds are the faults of the combination, in CodeRule order."""
+    await add_app(db, granted.user, app_id="app_2", client_id="cid_2")
+    combinations = itertools.product([False, True], [False, True], [False, True], [False, True],
+                                     [None, CHALLENGE], [None, CHALLENGE, OTHER_CHALLENGE])
+    for revoked, used, expired, other_redirect, stored_challenge, sent_challenge in combinations:
+        expected = tuple(rule for rule, broken in [
+            (CodeRule.ISSUED_TO_CLIENT, owner != "this client"), (CodeRule.NOT_REVOKED, revoked),
+            (CodeRule.UNUSED, used), (CodeRule.UNEXPIRED, expired), (CodeRule.SAME_REDIRECT_URI, other_redirect),
+            (CodeRule.PKCE_VERIFIED, stored_challenge != sent_challenge)] if broken)
+        redemption = _redeem_args(client_secret_hash="x" * 64 if owner == "a wrong secret" else "s" * 64,
+                                  redirect_uri="https://app.example/other" if other_redirect else "https://app.example/cb",
+                                  challenge=sent_challenge)
+        with pytest.raises(_Undo) as undone:
+            await db.transaction(_judged, app_id="app_2" if owner == "another app" else "app_1", granted=granted,
+                                 challenge=stored_challenge, expires_at=NOW + 10 if expired else NOW + 300,
+                                 used=used, revoked=revoked, redemption=redemption)  # NOW + 10: expired at `now`
+        state, claimed = undone.value.args
+        assert state is not None and state.broken == expected, (owner, expected, state)
+        assert (claimed is not None) == (not expected), (owner, expected)
+        assert state.has_challenge == (stored_challenge is not None)
+
+
+async def test_explain_knows_no_code_it_was_not_given(db: Database, granted: Granted) -> None:
+    assert await db.read(codes_repo.explain, code_hash="z" * 64, client_id="cid_1", client_secret_hash="s" * 64,
+                         redirect_uri="https://app.example/cb", challenge=None, now=NOW) is None

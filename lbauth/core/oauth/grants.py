@@ -1,8 +1,10 @@
 """The token endpoint's grant types (RFC 6749 4.1.3 and 6; spec 4.3, 4.4; contract 6).
 
-Each grant parses its parameters, then issues a token set for an authenticated client. The
-client's credentials are checked inside the grant's own statement, not before it: one unit of
-work per request on the hot path. A public client's refresh tokens rotate (contract 17).
+Each grant parses its parameters, checks what it is given for an authenticated client and says
+what to issue (an `Issuance`); the issuing step (issuing.py) mints the tokens, the same way for
+every grant. The client's credentials are checked inside the grant's own statement, not before
+it: one unit of work per request on the hot path. A public client's refresh tokens rotate
+(contract 17).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, assert_never
 
 from lbauth import errors
 from lbauth.clock import Clock
@@ -20,12 +22,12 @@ from lbauth.core.fields import require
 from lbauth.core.oauth.checklist import CheckList, enter_grant, refresh_checklist
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
 from lbauth.core.oauth.grant_revocation import revoke_reused_grant
-from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti, pkce_challenge
-from lbauth.core.oidc.id_tokens import IdTokens
+from lbauth.core.oauth.issuing import Issuance, Issuer, SignIn
+from lbauth.core.oauth.tokens import TokenSet, new_jti, pkce_challenge
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
-from lbauth.storage.records import RefreshToken
+from lbauth.storage.records import ClaimedCode, CodeRule, CodeState, RefreshToken
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
@@ -42,10 +44,8 @@ class GrantType(ABC, Generic[RequestT]):
 
     grant_type: ClassVar[str]
 
-    def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens,
-                 checklist: CheckList, id_tokens: IdTokens) -> None:
-        self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
-        self.id_tokens = id_tokens
+    def __init__(self, db: Database, clock: Clock, settings: Settings, checklist: CheckList, issuer: Issuer) -> None:
+        self.db, self.clock, self.settings, self.checklist, self.issuer = db, clock, settings, checklist, issuer
 
     @abstractmethod
     def parse(self, params: Mapping[str, Any]) -> RequestT:
@@ -54,11 +54,6 @@ class GrantType(ABC, Generic[RequestT]):
     @abstractmethod
     async def issue(self, client: ClientCredentials, request: RequestT) -> TokenSet:
         """Authenticate the client and issue its tokens, or raise why not: the client's error first."""
-
-    async def _live(self, refresh_hash: str) -> bool:
-        """Is this refresh token still unrevoked? Asked only when a revocation may have raced a request."""
-        row = await self.db.read(tokens_repo.by_hash, refresh_hash)
-        return row is not None and row.revoked_at is None
 
 
 def _resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -91,76 +86,86 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         errors: the client's credentials first, then the code."""
         now, jti = int(self.clock.now()), new_jti()
         refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
-        claimed = None
-        if request.resources and opaque.has_prefix(request.code, opaque.CODE):
-            # RFC 8707 2: a resource the code was not issued for is refused before the code is used up
-            # (a request naming no resource, the usual one, costs no statement here).
-            await self.db.read(_check_code_resources, client, opaque.digest(request.code), request.resources)
-        if opaque.has_prefix(request.code, opaque.CODE):
-            verifier = request.code_verifier
-            claimed = await self.db.transaction(
-                codes_repo.redeem, single_statement=True, code_hash=opaque.digest(request.code),
-                client_id=client.client_id, client_secret_hash=client.secret_digest, redirect_uri=request.redirect_uri,
-                challenge=pkce_challenge(verifier) if verifier is not None else None, now=now, access_jti=jti,
-                refresh_hash=opaque.digest(refresh_token), refresh_expires_at=now + self.settings.refresh_token_ttl)
-        if claimed is None:
+        verifier, redeemed, well_formed = request.code_verifier, None, opaque.has_prefix(request.code, opaque.CODE)
+        presented: dict[str, Any] = {  # what the claim and the explanation of a failed one both judge
+            "code_hash": opaque.digest(request.code) if well_formed else "", "client_id": client.client_id,
+            "client_secret_hash": client.secret_digest, "redirect_uri": request.redirect_uri,
+            "challenge": pkce_challenge(verifier) if verifier is not None else None, "now": now}
+        if well_formed:
+            # A request naming a resource checks it in the claim's own transaction, which a refusal
+            # rolls back: not one statement in autocommit (PostgreSQL), but no statement more.
+            redeemed = await self.db.transaction(
+                _redeem, single_statement=not request.resources, requested=request.resources, access_jti=jti,
+                refresh_hash=opaque.digest(refresh_token), refresh_expires_at=now + self.settings.refresh_token_ttl,
+                **presented)
+        if redeemed is None:
             try:
-                await self.db.transaction(_why_not_redeemed, client=client, request=request, now=now,
+                await self.db.transaction(_why_not_redeemed, client=client, request=request, presented=presented,
                                           access_ttl=self.settings.access_token_ttl)
             except errors.CodeUsed:
                 await refresh_checklist(self.db, self.clock, self.checklist)
                 raise
-        granted = tuple(claimed.scopes)
-        issued_at = await self.tokens.issue_time(claimed.grant_id, now,
-                                                 lambda: self._live(opaque.digest(refresh_token)))
-        audience = (resources.audience(request.resources, claimed.resources)
-                    if request.resources or claimed.resources else None)
-        access_token = self.tokens.mint(user_id=claimed.user_id, client_id=client.client_id, scopes=granted,
-                                        grant_id=claimed.grant_id, asu=claimed.asu, jti=jti, now=issued_at,
-                                        audience=audience)
-        id_token = None
-        if claimed.id_token_alg is not None and claimed.auth_time is not None:  # an OpenID request's code
-            id_token = await self.id_tokens.mint(
-                alg=claimed.id_token_alg, client_id=client.client_id, asu=claimed.asu, auth_time=claimed.auth_time,
-                nonce=claimed.nonce, session_id=claimed.session_id, access_token=access_token, now=issued_at)
-        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)
+        claimed, audience = redeemed
+        return await self.issuer.issue(Issuance(
+            client_id=client.client_id, user_id=claimed.user_id, asu=claimed.asu, grant_id=claimed.grant_id,
+            scopes=tuple(claimed.scopes), audience=audience, refresh_token=refresh_token, started=now, jti=jti,
+            sign_in=SignIn.remembered(claimed.auth_time, claimed.session_id), id_token_alg=claimed.id_token_alg,
+            nonce=claimed.nonce))
 
 
-def _check_code_resources(conn: Connection, client: ClientCredentials, code_hash: str,
-                          requested: Sequence[str]) -> None:
-    """invalid_target when the client's own live code was not issued for every resource named; any
-    other fault is left to the redemption, which reports it in the usual order (client first)."""
-    app = checked_client(conn, client.client_id, client.secret_digest)
-    row = codes_repo.by_hash(conn, code_hash)
-    if row is not None and row.app_id == app.id and row.used_at is None and row.revoked_at is None:
-        resources.audience(requested, row.resources)
+def _redeem(conn: Connection, *, requested: Sequence[str], **redemption: Any,
+            ) -> tuple[ClaimedCode, str | list[str] | None] | None:
+    """The code claimed (`codes_repo.redeem`) and the access token's audience, or None. A resource
+    the code was not issued for is invalid_target, raised before the commit: the claim is rolled
+    back and the code not used up (RFC 8707 2)."""
+    claimed = codes_repo.redeem(conn, **redemption)
+    if claimed is None:
+        return None
+    return claimed, resources.audience(requested, claimed.resources)
 
 
-def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: CodeRequest, now: int,
-                      access_ttl: int) -> NoReturn:
-    """Why a code was not redeemed, raised. A code used before has what its first redemption
-    issued revoked here (RFC 6749 4.1.2), committed before CodeUsed is raised."""
-    app = checked_client(conn, client.client_id, client.secret_digest)
-    if not opaque.has_prefix(request.code, opaque.CODE):
+def _why_not_redeemed(conn: Connection, *, client: ClientCredentials, request: CodeRequest,
+                      presented: dict[str, Any], access_ttl: int) -> NoReturn:
+    """Why a code was not redeemed, raised: the client's credentials first, then the first rule
+    the code breaks (CodeRule, judged by the claim's own conditions), with invalid_target for a
+    resource it was not issued for as soon as the code is the client's live, unused one (as when
+    it is claimed). A code used before has what its first redemption issued revoked here (RFC
+    6749 4.1.2), committed before CodeUsed is raised."""
+    checked_client(conn, client.client_id, client.secret_digest)
+    state = codes_repo.explain(conn, **presented) if presented["code_hash"] else None  # "": no code of ours
+    if state is None or not state.broken:  # no such code; or none broken: no claim can have failed on it
         raise errors.CodeInvalid()
-    code_hash = opaque.digest(request.code)
-    row = codes_repo.by_hash(conn, code_hash)
-    if row is None or row.app_id != app.id or row.revoked_at is not None:
-        raise errors.CodeInvalid()
-    if row.used_at is not None:
+    broken = state.broken[0]
+    if broken is CodeRule.UNUSED:
         # The first redemption's refresh token, and every access token of the grant issued so far
         # (the first one and any refreshed from it): a replayed code means the code leaked.
-        tokens_repo.revoke_from_code(conn, code_hash, now)
-        enter_grant(conn, row.grant_id, now, access_ttl)
+        now = presented["now"]
+        tokens_repo.revoke_from_code(conn, presented["code_hash"], now)
+        enter_grant(conn, state.grant_id, now, access_ttl)
         changes_repo.notify(conn)
         raise CommitThenRaise(errors.CodeUsed())
-    if row.expires_at <= now:
-        raise errors.CodeExpired()
-    if row.redirect_uri != request.redirect_uri:
-        raise errors.RedirectUriMismatch("redirect_uri must equal the one sent in the authorization request.")
-    if row.code_challenge is None:
-        raise errors.CodeVerifierInvalid("This code was issued without a PKCE challenge; send no code_verifier.")
-    raise errors.CodeVerifierInvalid()  # the only check left: the verifier does not match the challenge
+    if broken not in (CodeRule.ISSUED_TO_CLIENT, CodeRule.NOT_REVOKED):
+        resources.audience(request.resources, state.resources)  # RFC 8707 2
+    raise _refusal(broken, state)
+
+
+def _refusal(broken: CodeRule, state: CodeState) -> errors.LbauthError:
+    """The error a client hears for a code that breaks `broken` (contract 5)."""
+    match broken:
+        case CodeRule.ISSUED_TO_CLIENT | CodeRule.NOT_REVOKED:
+            return errors.CodeInvalid()  # another client's code is as good as none
+        case CodeRule.UNUSED:
+            return errors.CodeUsed()
+        case CodeRule.UNEXPIRED:
+            return errors.CodeExpired()
+        case CodeRule.SAME_REDIRECT_URI:
+            return errors.RedirectUriMismatch("redirect_uri must equal the one sent in the authorization request.")
+        case CodeRule.PKCE_VERIFIED if not state.has_challenge:
+            return errors.CodeVerifierInvalid("This code was issued without a PKCE challenge; send no code_verifier.")
+        case CodeRule.PKCE_VERIFIED:
+            return errors.CodeVerifierInvalid()
+        case _:
+            assert_never(broken)
 
 
 @dataclass(frozen=True)
@@ -205,31 +210,23 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
             if not set(request.scope) <= set(granted):
                 raise errors.ScopeInvalid("A refresh may not ask for scopes beyond the grant.")
             granted = request.scope
-        audience = resources.audience(request.resources, row.resources) if request.resources or row.resources else None
-        live_hash = row.token_hash
+        audience = resources.audience(request.resources, row.resources)
         if client.public:  # the statement above matched a public app's digest: this app is public
-            refresh_token, live_hash = await self._rotate(row, now)
-        issued_at = await self.tokens.issue_time(row.grant_id, now, lambda: self._live(live_hash))
-        access_token = self.tokens.mint(user_id=row.user_id, client_id=client.client_id, scopes=granted,
-                                        grant_id=row.grant_id, asu=row.asu, jti=new_jti(), now=issued_at,
-                                        audience=audience)
-        id_token = None
-        if row.auth_time is not None and "openid" in granted:
-            # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce.
-            id_token = await self.id_tokens.mint(
-                alg=row.id_token_alg, client_id=client.client_id, asu=row.asu, auth_time=row.auth_time, nonce=None,
-                session_id=row.session_id, access_token=access_token, now=issued_at)
-        return TokenSet(access_token, refresh_token, self.settings.access_token_ttl, granted, id_token)
+            refresh_token = await self._rotate(row, now)
+        # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce.
+        return await self.issuer.issue(Issuance(
+            client_id=client.client_id, user_id=row.user_id, asu=row.asu, grant_id=row.grant_id, scopes=granted,
+            audience=audience, refresh_token=refresh_token, started=now,
+            sign_in=SignIn.remembered(row.auth_time, row.session_id), id_token_alg=row.id_token_alg))
 
-    async def _rotate(self, row: RefreshToken, now: int) -> tuple[str, str]:
+    async def _rotate(self, row: RefreshToken, now: int) -> str:
         """The presented token retired and its successor stored, or invalid_grant if a concurrent
         refresh (or a revocation) got there first."""
         successor = opaque.new_secret(opaque.REFRESH_TOKEN)
-        successor_hash = opaque.digest(successor)
-        if not await self.db.transaction(tokens_repo.rotate, row, new_hash=successor_hash, now=now,
+        if not await self.db.transaction(tokens_repo.rotate, row, new_hash=opaque.digest(successor), now=now,
                                          expires_at=now + self.settings.refresh_token_ttl):
             raise errors.RefreshTokenRevoked("This refresh token has been replaced by a newer one.")
-        return successor, successor_hash
+        return successor
 
     async def _reused(self, client: ClientCredentials, row: RefreshToken, now: int) -> NoReturn:
         """A retired token again: within the grace period two refreshes raced, and nothing more is

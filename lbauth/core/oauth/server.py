@@ -26,9 +26,10 @@ from lbauth.core.oauth.client_auth import (
     presented_credentials,
 )
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
+from lbauth.core.oauth.issuing import Issuer
 from lbauth.core.oauth.revocation_feed import FeedPage
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
-from lbauth.core.oidc.id_tokens import IdTokens
+from lbauth.core.oidc.id_tokens import IdTokenExtension, IdTokens
 from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
@@ -40,7 +41,8 @@ GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, Refresh
 
 
 class AuthorizationServer:
-    """Client authentication methods and grant types are registries: new ones join by construction."""
+    """Client authentication methods, grant types and the issuing step's extensions are registries:
+    new ones join by construction."""
 
     def __init__(self, db: Database, clock: Clock, settings: Settings, tokens: AccessTokens, checklist: CheckList,
                  id_tokens: IdTokens, documents: ClientDocuments, *,
@@ -48,7 +50,8 @@ class AuthorizationServer:
                  grant_types: Sequence[type[GrantType[Any]]] = GRANT_TYPES) -> None:
         self.db, self.clock, self.settings, self.tokens, self.checklist = db, clock, settings, tokens, checklist
         self.client_auth_methods = tuple(client_auth_methods)
-        self.grants = {cls.grant_type: cls(db, clock, settings, tokens, checklist, id_tokens) for cls in grant_types}
+        self.issuer = Issuer(db, settings, tokens, extensions=(IdTokenExtension(id_tokens),))
+        self.grants = {cls.grant_type: cls(db, clock, settings, checklist, self.issuer) for cls in grant_types}
         self.authorization_endpoint = AuthorizationEndpoint(db, clock, settings, documents, lambda: tokens.public_keys)
 
     # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------

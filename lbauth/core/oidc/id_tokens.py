@@ -1,11 +1,13 @@
 """ID tokens (OpenID Connect Core 2 and 3.1.3.6; contract 15): signed with the app's algorithm,
-`sub` the pairwise appScopedUserId, `at_hash` of the access token exactly as issued."""
+`sub` the pairwise appScopedUserId, `at_hash` of the access token exactly as issued; added to an
+OpenID grant's token set by `IdTokenExtension`, registered on the issuing step (core/oauth/issuing.py)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import jwt
@@ -13,6 +15,9 @@ import jwt
 from lbauth import errors
 from lbauth.clock import Clock
 from lbauth.core.crypto.keys import KeyRing
+from lbauth.core.oauth.issuing import Issuance
+from lbauth.core.oauth.tokens import TokenSet
+from lbauth.core.scopes import OPENID
 from lbauth.settings import Settings
 
 ID_TOKEN_ALGS = ("RS256", "ES256", "EdDSA")  # RS256 first: the default, and OpenID Connect's (Core 15.1)
@@ -74,3 +79,25 @@ class IdTokens:
         if session_id is not None:
             claims["sid"] = session_id
         return signer.sign(claims, typ="JWT")
+
+
+class IdTokenExtension:
+    """OpenID Connect as an extension of every grant (Core 3.1.3.3, 12.2): an OpenID grant's token
+    set carries an ID token for the access token just minted; a refresh's has the same `sub` and
+    `auth_time` as the first, and no nonce (the grants leave it out)."""
+
+    def __init__(self, id_tokens: IdTokens) -> None:
+        self.id_tokens = id_tokens
+
+    async def extend(self, issuance: Issuance, token_set: TokenSet, issued_at: int) -> TokenSet:
+        sign_in, alg = issuance.sign_in, issuance.id_token_alg
+        # An OpenID grant (contract 15): its sign-in remembered (only an OpenID request's code and its
+        # refresh tokens remember one, with the app's algorithm), and `openid` among the scopes issued
+        # (a refresh may narrow it away).
+        if sign_in is None or alg is None or OPENID not in issuance.scopes:
+            return token_set
+        id_token = await self.id_tokens.mint(alg=alg, client_id=issuance.client_id, asu=issuance.asu,
+                                             auth_time=sign_in.auth_time, nonce=issuance.nonce,
+                                             session_id=sign_in.session_id, access_token=token_set.access_token,
+                                             now=issued_at)
+        return replace(token_set, id_token=id_token)

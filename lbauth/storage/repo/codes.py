@@ -10,10 +10,11 @@ from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, update
 from sqlalchemy.sql.dml import ReturningInsert
+from sqlalchemy.sql.elements import ColumnElement
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
-from lbauth.storage.records import ClaimedCode, Code, CodeGrant, OpenIdDetails
+from lbauth.storage.records import ClaimedCode, Code, CodeGrant, CodeRule, CodeState, OpenIdDetails
 from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
@@ -26,14 +27,24 @@ _CLIENT = (select(apps.c.id)
                   apps.c.client_secret_hash == bindparam("p_client_secret_hash"))
            .scalar_subquery())
 
+# The redemption's rules, each once: the claim's WHERE clause is all of them, and `explain` reads
+# each one's truth for a code that was not claimed. The client's credentials are matched here too,
+# by digest, like the code itself: a wrong secret claims nothing.
+_RULES: dict[CodeRule, ColumnElement[bool]] = {
+    CodeRule.ISSUED_TO_CLIENT: codes.c.app_id == _CLIENT,
+    CodeRule.NOT_REVOKED: codes.c.revoked_at.is_(None),
+    CodeRule.UNUSED: codes.c.used_at.is_(None),
+    CodeRule.UNEXPIRED: codes.c.expires_at > _NOW,
+    CodeRule.SAME_REDIRECT_URI: codes.c.redirect_uri == _REDIRECT_URI,
+    CodeRule.PKCE_VERIFIED: codes.c.code_challenge.is_not_distinct_from(_CHALLENGE),
+}
+assert list(_RULES) == list(CodeRule), "one SQL condition per rule, in the rules' order"
+
 # Of any number of concurrent claims exactly one matches `used_at IS NULL` (STYLE habit 5);
-# nothing is consumed when a check fails. The client's credentials are matched here too, by
-# digest, like the code itself: a wrong secret claims nothing.
+# nothing is consumed when a rule fails.
 _CLAIM = shaped(ClaimedCode,
                 update(codes)
-                .where(codes.c.code_hash == _CODE_HASH, codes.c.app_id == _CLIENT,
-                       codes.c.redirect_uri == _REDIRECT_URI, codes.c.code_challenge.is_not_distinct_from(_CHALLENGE),
-                       codes.c.used_at.is_(None), codes.c.revoked_at.is_(None), codes.c.expires_at > _NOW)
+                .where(codes.c.code_hash == _CODE_HASH, *_RULES.values())
                 .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
                 .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes,
                            codes.c.id_token_alg, codes.c.nonce, codes.c.auth_time, codes.c.session_id,
@@ -151,6 +162,25 @@ def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_ha
                           "auth_time": claimed.auth_time, "session_id": claimed.session_id,
                           "resources": claimed.resources})
     return claimed
+
+
+_EXPLAIN = (select(codes.c.grant_id, codes.c.resources, codes.c.code_challenge.is_not(None),
+                   *(rule.label(name.value) for name, rule in _RULES.items()))
+            .where(codes.c.code_hash == _CODE_HASH))
+
+
+def explain(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
+            challenge: str | None, now: int) -> CodeState | None:
+    """Which rules the code breaks for a redemption with these arguments (`redeem`'s), judged by
+    the very conditions the claim applies; None when there is no such code."""
+    row = conn.execute(_EXPLAIN, {"p_code_hash": code_hash, "p_client_id": client_id,
+                                  "p_client_secret_hash": client_secret_hash, "p_redirect_uri": redirect_uri,
+                                  "p_challenge": challenge, "p_now": now}).first()
+    if row is None:
+        return None
+    grant_id, resources, has_challenge, *holds = row
+    broken = tuple(rule for rule, held in zip(CodeRule, holds, strict=True) if not held)  # NULL: not held
+    return CodeState(broken, grant_id, resources, bool(has_challenge))
 
 
 def by_hash(conn: Connection, code_hash: str) -> Code | None:
