@@ -1,6 +1,7 @@
 """What one server process shares between its handlers: settings, the clock, the database, the
 master keys, the current signing key ring, the revocation check-list, the token minter, the
-authorization server and the accounts (users, sessions). Handlers receive it through `initialize`."""
+authorization server, the accounts (users, sessions), the apps and client registration. Handlers
+receive it through `initialize`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
 from lbauth.core.accounts.accounts import Accounts
-from lbauth.core.clients.apps import AppPolicy
+from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
 from lbauth.core.oauth.revocation import ServerCheckList, refresh_checklist
@@ -17,7 +18,9 @@ from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.ratelimit import RateLimiter
+from lbauth.core.registration import dynamic
 from lbauth.core.registration.documents import ClientDocuments
+from lbauth.core.registration.dynamic import DynamicRegistration
 from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
 from lbauth.outbound import DocumentFetcher
@@ -48,12 +51,15 @@ class Services:
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
         self.document_fetcher = DocumentFetcher(self.settings)
+        grant_types = list(self.oauth.grants)  # what the token endpoint supports, clients may register
         self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
-                                                development=self.settings.development)
-
-    @property
-    def app_policy(self) -> AppPolicy:
-        return AppPolicy(development=self.settings.development)
+                                                development=self.settings.development, grant_types=grant_types)
+        self.registration = DynamicRegistration(
+            self.db, self.clock, lambda: self.master_keys, self.checklist,
+            dynamic.intake([method.name for method in self.oauth.client_auth_methods], grant_types),
+            base_url=self.settings.base_url, access_ttl=self.settings.access_token_ttl)
+        self.apps = Apps(self.db, self.clock, lambda: self.master_keys,
+                         AppPolicy(development=self.settings.development))
 
     async def poll_revocations(self) -> int:
         """Learn the check-list entries other processes wrote; drop the expired ones."""

@@ -5,22 +5,17 @@ on a temporary SQLite file with the frozen clock; no HTTP."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from lbauth import errors
-from lbauth.clock import FrozenClock
 from lbauth.core.accounts import users
-from lbauth.core.clients import apps
 from lbauth.core.oauth import authorize
 from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentials
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
-from lbauth.server import build_services
 from lbauth.services import Services
-from tests.conftest import START_TIME, make_settings
+from tests.conftest import START_TIME
 
 REDIRECT_URI = "https://app.example/callback"
 
@@ -88,20 +83,6 @@ def test_no_credentials_at_all_are_invalid_client(form):
 
 # ---- the server on a database ---------------------------------------------------------------------------
 
-@pytest.fixture
-def backend() -> str:
-    return "sqlite"  # the HTTP tests cover PostgreSQL; these stay fast
-
-
-@pytest.fixture
-async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]:
-    built = await build_services(make_settings(tmp_path, database_url), FrozenClock(START_TIME), announce=False)
-    try:
-        yield built
-    finally:
-        await built.db.close()
-
-
 class Party:
     """A user and an app of theirs, with what it takes to issue codes."""
 
@@ -122,8 +103,7 @@ class Party:
 
 async def party(services: Services, email: str) -> Party:
     user = await users.create_user(services.db, services.clock, email=email, name="U", password="x" * 12)
-    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
-                                name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
+    app = await services.apps.create(name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
     return Party(services, user["userId"], app)
 
 
