@@ -30,7 +30,7 @@ def update_document_app(conn: Connection, client_id: str, metadata: ClientMetada
                         now: int) -> bool:
     """A newly fetched copy of a stored metadata document; False when no such row exists yet."""
     result = conn.execute(update(apps)
-                          .where(apps.c.client_id == client_id, apps.c.registration == Registration.DOCUMENT)
+                          .where(apps.c.client_id == client_id, apps.c.registration == Registration.DOCUMENT.value)
                           .values(document_expires_at=expires_at, updated_at=now, **_columns(metadata)))
     return result.rowcount > 0
 
