@@ -115,7 +115,7 @@ class ClientMetadata:
     webhook_url: str | None = None
     id_token_alg: str = "RS256"  # noqa: S105 (lbauth.core.crypto.keys.ID_TOKEN_DEFAULT_ALG)
     post_logout_redirect_uris: list[str] = field(default_factory=list)
-    # kept in `client_metadata`
+    # kept in `client_metadata` (every field below: `_COLUMNS` names those above)
     grant_types: list[str] = field(default_factory=lambda: list(DEFAULT_GRANT_TYPES))
     response_types: list[str] = field(default_factory=lambda: ["code"])
     application_type: str = "web"
@@ -132,19 +132,24 @@ class ClientMetadata:
         values = {name: getattr(self, name) for name in _EXTENSIONS}
         return {name: value for name, value in values.items() if value is not None}
 
+    def columns(self) -> dict[str, Any]:
+        """The app row's columns this metadata fills."""
+        return {**{name: getattr(self, name) for name in _COLUMNS}, "registration": self.registration.value,
+                "client_metadata": self.extensions()}
+
     @classmethod
     def of(cls, app: App) -> ClientMetadata:
         """An app's metadata as stored; what `client_metadata` lacks (an operator's app of before
         it was kept) takes the defaults."""
         stored = app.client_metadata or {}
-        return cls(registration=Registration(app.registration), name=app.name, redirect_uris=list(app.redirect_uris),
-                   token_endpoint_auth_method=app.token_endpoint_auth_method, scopes=list(app.scopes),
-                   webhook_url=app.webhook_url, id_token_alg=app.id_token_alg,
-                   post_logout_redirect_uris=list(app.post_logout_redirect_uris),
+        return cls(Registration(app.registration), **{name: getattr(app, name) for name in _COLUMNS},
                    **{name: stored[name] for name in _EXTENSIONS if name in stored})
 
 
-_EXTENSIONS = ("grant_types", "response_types", "application_type", "scope", "client_uri", "logo_uri")
+# The fields with a column of their own; every other one is kept in `client_metadata`.
+_COLUMNS = ("name", "redirect_uris", "token_endpoint_auth_method", "scopes", "webhook_url", "id_token_alg",
+            "post_logout_redirect_uris")
+_EXTENSIONS = tuple(f.name for f in fields(ClientMetadata) if f.name not in (*_COLUMNS, "registration"))
 
 
 class _Keep(Enum):

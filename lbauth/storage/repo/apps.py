@@ -23,7 +23,7 @@ def insert_app(conn: Connection, metadata: ClientMetadata, *, app_id: str, clien
             id=app_id, client_id=client_id, owner_id=owner_id, client_secret_hash=client_secret_hash,
             webhook_secret_sealed=webhook_secret_sealed, created_at=now, updated_at=now,
             registration_token_hash=registration_token_hash, document_expires_at=document_expires_at,
-            **_columns(metadata)))
+            **metadata.columns()))
 
 
 def update_document_app(conn: Connection, client_id: str, metadata: ClientMetadata, *, expires_at: int,
@@ -31,16 +31,8 @@ def update_document_app(conn: Connection, client_id: str, metadata: ClientMetada
     """A newly fetched copy of a stored metadata document; False when no such row exists yet."""
     result = conn.execute(update(apps)
                           .where(apps.c.client_id == client_id, apps.c.registration == Registration.DOCUMENT.value)
-                          .values(document_expires_at=expires_at, updated_at=now, **_columns(metadata)))
+                          .values(document_expires_at=expires_at, updated_at=now, **metadata.columns()))
     return result.rowcount > 0
-
-
-def _columns(metadata: ClientMetadata) -> dict[str, object]:
-    return {"name": metadata.name, "redirect_uris": metadata.redirect_uris, "scopes": metadata.scopes,
-            "webhook_url": metadata.webhook_url, "id_token_alg": metadata.id_token_alg,
-            "post_logout_redirect_uris": metadata.post_logout_redirect_uris,
-            "token_endpoint_auth_method": metadata.token_endpoint_auth_method,
-            "registration": metadata.registration.value, "client_metadata": metadata.extensions()}
 
 
 def by_client_id(conn: Connection, client_id: str) -> App | None:
