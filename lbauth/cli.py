@@ -143,8 +143,12 @@ async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict
     return account_change_json(await with_accounts(settings, lambda a: a.delete(args.email)))
 
 
-def _policy(settings: Settings) -> AppPolicy:
-    return AppPolicy(development=settings.development)
+def _apps(db: Database, settings: Settings, master_keys: MasterKeys | None = None) -> apps.Apps:
+    """The operator's apps; `master_keys` for the commands that seal a webhook secret."""
+    def loaded() -> MasterKeys:
+        assert master_keys is not None, "this command loads the master keys first"
+        return master_keys
+    return apps.Apps(db, SystemClock(), loaded, AppPolicy(development=settings.development))
 
 
 async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> None:
@@ -161,42 +165,40 @@ async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> No
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         await _id_token_key(db, settings, args.id_token_alg)
-        return await apps.create_app(
-            db, SystemClock(), await master_keys_for(db, settings), _policy(settings), name=args.name,
-            owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
+        return await _apps(db, settings, await master_keys_for(db, settings)).create(
+            name=args.name, owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
             post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public)
     return await with_database(settings, work)
 
 
 async def cmd_apps_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, apps.list_apps)
+    return await with_database(settings, lambda db: _apps(db, settings).all_apps())
 
 
 async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return apps.view(await apps.get_app(db, args.client_id))
+        return apps.view(await _apps(db, settings).get(args.client_id))
     return await with_database(settings, work)
 
 
 async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         await _id_token_key(db, settings, args.id_token_alg)
-        return await apps.update_app(
-            db, SystemClock(), _policy(settings), args.client_id, name=args.name, redirect_uris=args.redirect_uri,
+        return await _apps(db, settings).update(
+            args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
             id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri)
     return await with_database(settings, work)
 
 
 async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: apps.rotate_client_secret(db, SystemClock(), args.client_id))
+    return await with_database(settings, lambda db: _apps(db, settings).rotate_client_secret(args.client_id))
 
 
 async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return await apps.rotate_webhook_secret(db, SystemClock(), await master_keys_for(db, settings),
-                                                args.client_id)
+        return await _apps(db, settings, await master_keys_for(db, settings)).rotate_webhook_secret(args.client_id)
     return await with_database(settings, work)
 
 

@@ -23,7 +23,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from lbauth import logs, webhooks
 from lbauth.core.clients import outbox
-from lbauth.core.clients.apps import webhook_secret_purpose
+from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.masterkey import MasterKeyError
 from lbauth.errors import ServerUnavailable
 from lbauth.outbound import ForbiddenAddress, PublicOnlyResolver

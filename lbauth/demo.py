@@ -38,8 +38,8 @@ async def ensure_demo(db: Database, clock: Clock, master_keys: MasterKeys, setti
         user = await db.read(users_repo.by_email, DEMO_EMAIL)
     app = next((a for a in await db.read(apps_repo.all_apps, user.id) if a.name == DEMO_APP), None)
     if app is None:
-        created = await apps.create_app(db, clock, master_keys, apps.AppPolicy(development=True), name=DEMO_APP,
-                                        owner_email=DEMO_EMAIL, redirect_uris=[DEMO_REDIRECT_URI])
+        operator = apps.Apps(db, clock, lambda: master_keys, apps.AppPolicy(development=True))
+        created = await operator.create(name=DEMO_APP, owner_email=DEMO_EMAIL, redirect_uris=[DEMO_REDIRECT_URI])
         result.update(clientId=created["clientId"], clientSecret=created["clientSecret"],
                       webhookSecret=created["webhookSecret"])
     else:

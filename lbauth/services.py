@@ -1,7 +1,8 @@
 """What one server process shares between its handlers: settings, the clock, the database, the
 master keys, the current signing key ring, the revocation check-list, the token minter, the
-authorization server, the accounts (users, sessions) and the operations checks. Handlers receive it
-through `initialize` and call its service objects, which hold the database."""
+authorization server, the accounts (users, sessions), the apps, client registration and the
+operations checks. Handlers receive it through `initialize` and call its service objects, which hold
+the database."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
 from lbauth.core.accounts.accounts import Accounts
-from lbauth.core.clients.apps import AppPolicy
+from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
-from lbauth.core.oauth.server import AuthorizationServer
+from lbauth.core.oauth.server import GRANT_TYPES, AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.operations import Operations
 from lbauth.core.ratelimit import RateLimiter
+from lbauth.core.registration import dynamic
 from lbauth.core.registration.documents import ClientDocuments
+from lbauth.core.registration.dynamic import DynamicRegistration
 from lbauth.errors import ServerUnavailable
 from lbauth.metrics import Metrics
 from lbauth.outbound import DocumentFetcher
@@ -45,10 +48,16 @@ class Services:
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.activate_signing_key)
         self.document_fetcher = DocumentFetcher(self.settings)
+        grant_types = [grant.grant_type for grant in GRANT_TYPES]  # the token endpoint's: clients may register them
         self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
-                                                development=self.settings.development)
+                                                development=self.settings.development, grant_types=grant_types)
         self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
-                                         self.id_tokens, self.client_documents)
+                                         self.id_tokens, self.client_documents, grant_types=GRANT_TYPES)
+        self.registration = DynamicRegistration(
+            self.db, self.clock, lambda: self.master_keys, self.checklist,
+            dynamic.intake([method.name for method in self.oauth.client_auth_methods], grant_types),
+            base_url=self.settings.base_url, access_ttl=self.settings.access_token_ttl)
+        self.apps = Apps(self.db, self.clock, lambda: self.master_keys, self.app_policy)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.operations = Operations(self.db, self.clock)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)

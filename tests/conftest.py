@@ -229,11 +229,9 @@ class TestServer:
         return response.data["token"]
 
     async def create_app(self, owner_email: str, **options: object) -> dict:
-        from lbauth.core.clients import apps
         options.setdefault("name", "Test App")
         options.setdefault("redirect_uris", ["https://app.example/callback"])
-        return await apps.create_app(self.db, self.clock, self.services.master_keys, self.services.app_policy,
-                                     owner_email=owner_email, **options)  # type: ignore[arg-type]
+        return await self.services.apps.create(owner_email=owner_email, **options)  # type: ignore[arg-type]
 
 
 async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | None = None,

@@ -131,12 +131,13 @@ async def seed(database_url: str, data_dir: Path, count: int, codes_each: int) -
     try:
         owner = f"bench-owner-{time.time_ns()}@example.com"
         await users.create_user(db, clock, email=owner, name="Bench owner", password="bench-password")
-        keys, policy = load_master_keys(settings), apps.AppPolicy(development=True)
+        keys = load_master_keys(settings)
+        registry = apps.Apps(db, clock, lambda: keys, apps.AppPolicy(development=True))
         registered: list[dict] = []
         for start in range(0, count, 50):  # a few at a time: PostgreSQL's round trips overlap
             registered += await asyncio.gather(*(
-                apps.create_app(db, clock, keys, policy, name=f"Bench {i}", owner_email=owner,
-                                redirect_uris=[REDIRECT]) for i in range(start, min(start + 50, count))))
+                registry.create(name=f"Bench {i}", owner_email=owner, redirect_uris=[REDIRECT])
+                for i in range(start, min(start + 50, count))))
         app_ids = {app["clientId"]: app["appId"] for app in registered}
         slots, rows = [], {table: [] for table in ("users", "sessions", "grants", "subjects", "codes", "tokens")}
         for i, app in enumerate(registered):

@@ -302,8 +302,8 @@ class Deployment:
         try:
             email = f"bench-{secrets.token_hex(4)}@example.com"
             await users.create_user(db, clock, email=email, name="Bench", password="bench-password")
-            app = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
-                                        name="Bench", owner_email=email, redirect_uris=[REDIRECT])
+            operator = apps.Apps(db, clock, lambda: load_master_keys(settings), apps.AppPolicy(development=True))
+            app = await operator.create(name="Bench", owner_email=email, redirect_uris=[REDIRECT])
             session = await accounts.sign_in(db, clock, 86400, email, "bench-password")
             row = await load_client(db, app["clientId"], REDIRECT)
             request = check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
@@ -328,8 +328,7 @@ class Deployment:
                         chunk = rows[start:start + 5000]
                         await db.transaction(lambda c, chunk=chunk: c.execute(insert(authorization_codes), chunk))
                     codes[kind].append(plain)
-            public = await apps.create_app(db, clock, load_master_keys(settings), apps.AppPolicy(development=True),
-                                           name="Bench agent", owner_email=email, redirect_uris=[REDIRECT],
+            public = await operator.create(name="Bench agent", owner_email=email, redirect_uris=[REDIRECT],
                                            public=True)
             public_row = await load_client(db, public["clientId"], REDIRECT)
             await issue_code(db, clock, check_api_request(
@@ -502,8 +501,7 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         clock = SystemClock()
         email = f"stmt-{secrets.token_hex(4)}@example.com"
         await users.create_user(db, clock, email=email, name="S", password="statement-pass")
-        app = await apps.create_app(db, clock, running.services.master_keys, apps.AppPolicy(development=True),
-                                    name="S", owner_email=email, redirect_uris=[REDIRECT])
+        app = await running.services.apps.create(name="S", owner_email=email, redirect_uris=[REDIRECT])
         session = await accounts.sign_in(db, clock, 3600, email, "statement-pass")
 
         async def call(method: str, path: str, body: bytes | None, headers: dict) -> tuple[dict, int]:
@@ -532,8 +530,8 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         openid_tokens, n_openid_exchange = await call("POST", "/api/oauth/token/code", urlencode(
             {**form, "code": data["code"]}).encode(), {"Content-Type": "application/x-www-form-urlencoded"})
         assert openid_tokens.get("idToken"), "an OpenID exchange answers an ID token"
-        public = await apps.create_app(db, clock, running.services.master_keys, apps.AppPolicy(development=True),
-                                       name="P", owner_email=email, redirect_uris=[REDIRECT], public=True)
+        public = await running.services.apps.create(name="P", owner_email=email, redirect_uris=[REDIRECT],
+                                                    public=True)
         data, _ = await call("POST", "/api/oauth/authorize/external", json.dumps(
             {"clientId": public["clientId"], "redirectUri": REDIRECT, "scope": ["userinfo"],
              "codeChallenge": PKCE_CHALLENGE, "codeChallengeMethod": "S256"}).encode(), auth_headers)

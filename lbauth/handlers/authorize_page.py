@@ -18,7 +18,7 @@ from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.urls import with_query
 from lbauth.errors import LbauthError, ValidationFailed
 from lbauth.handlers.pages import PageHandler
-from lbauth.storage.records import App
+from lbauth.storage.records import App, Registration
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
                    "code_challenge_method", "nonce", "resource")
@@ -88,12 +88,12 @@ def _registered_by(app: App) -> dict[str, str | None] | None:
     """What the consent page says of an app that registered itself (contract 17): not verified by
     the operator; for a metadata document, the host that publishes it and its `client_uri`. None
     for an operator's app."""
-    if app.registration == "operator":
+    if app.registration == Registration.OPERATOR:
         return None
     metadata = app.client_metadata or {}
     client_uri = metadata.get("client_uri")
     return {"kind": app.registration,
-            "client_id_host": urlsplit(app.client_id).hostname if app.registration == "document" else None,
+            "client_id_host": urlsplit(app.client_id).hostname if app.registration == Registration.DOCUMENT else None,
             "client_uri": client_uri if isinstance(client_uri, str) and client_uri.startswith(("https://", "http://"))
             else None}
 

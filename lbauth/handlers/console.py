@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lbauth.core import scopes
-from lbauth.core.clients import apps, outbox
-from lbauth.core.crypto import keys
+from lbauth.core.clients import apps
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
@@ -31,7 +30,7 @@ class ConsolePage(PageHandler):
     async def owned_app(self, client_id: str) -> App:
         """The app, if the signed-in user owns it; 404 for any other (no hint that it exists)."""
         try:
-            row = await apps.get_app(self.services.db, client_id)
+            row = await self.services.apps.get(client_id)
         except ApplicationNotFound:
             row = None
         if row is None or row.owner_id != self.user.id:
@@ -39,10 +38,8 @@ class ConsolePage(PageHandler):
         return row
 
     async def render_app(self, client_id: str, status: int = 200, **context: Any) -> None:
-        s = self.services
         app = apps.view(await self.owned_app(client_id))
-        events = (await outbox.list_events(s.db, client_id=client_id))[:50]
-        attempts = await outbox.attempts_of(s.db, [e["eventId"] for e in events])
+        events, attempts = await self.services.apps.deliveries(client_id, limit=50)
         self.render_page("console_app.html", status=status, app=app, events=events, attempts=attempts,
                          meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS,
                          notice=_NOTICES.get(self.get_query_argument("done", "")),
@@ -60,9 +57,7 @@ class ConsolePage(PageHandler):
             return
         if alg not in ID_TOKEN_ALGS:
             raise ValidationFailed(f"the ID-token algorithm must be one of {', '.join(ID_TOKEN_ALGS)}")
-        s = self.services
-        if await keys.ensure_active_key(s.db, s.clock, s.master_keys, alg):
-            await s.reload_keys()
+        await self.services.activate_signing_key(alg)
 
 
 class ConsoleHome(ConsolePage):
@@ -70,7 +65,7 @@ class ConsoleHome(ConsolePage):
 
     @signed_in
     async def get(self) -> None:
-        owned = await apps.list_apps(self.services.db, owner_id=self.user.id)
+        owned = await self.services.apps.all_apps(owner_id=self.user.id)
         self.render_page("console_home.html", apps=owned)
 
 
@@ -97,17 +92,14 @@ class NewAppPage(ConsolePage):
 
     @signed_in(lists=("scopes",))
     async def post(self, form: dict[str, Any]) -> None:
-        s = self.services
         fields = _app_fields(form)
         try:
             await self.ensure_id_token_key(fields["id_token_alg"])
-            created = await apps.create_app(s.db, s.clock, s.master_keys, s.app_policy, owner_email=self.user.email,
-                                            name=fields["name"], redirect_uris=fields["redirect_uris"],
-                                            allowed_scopes=fields["allowed_scopes"],
-                                            webhook_url=fields["webhook_url"] or None,
-                                            id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG,
-                                            post_logout_redirect_uris=fields["post_logout_redirect_uris"],
-                                            public=form.get("client_type") == "public")
+            created = await self.services.apps.create(
+                owner_email=self.user.email, name=fields["name"], redirect_uris=fields["redirect_uris"],
+                allowed_scopes=fields["allowed_scopes"], webhook_url=fields["webhook_url"] or None,
+                id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG, public=form.get("client_type") == "public",
+                post_logout_redirect_uris=fields["post_logout_redirect_uris"])
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
@@ -127,33 +119,32 @@ class AppPage(ConsolePage):
     @signed_in(lists=("scopes",))
     async def post(self, client_id: str, form: dict[str, Any]) -> None:
         await self.owned_app(client_id)
-        s, action = self.services, form.get("action")
+        operator, action = self.services.apps, form.get("action")
         try:
             if action == "save":
                 fields = _app_fields(form)
                 await self.ensure_id_token_key(fields["id_token_alg"])
-                await apps.update_app(s.db, s.clock, s.app_policy, client_id, name=fields["name"],
-                                      redirect_uris=fields["redirect_uris"],
+                await operator.update(client_id, name=fields["name"], redirect_uris=fields["redirect_uris"],
                                       allowed_scopes=fields["allowed_scopes"] or list(scopes.ALL),
                                       webhook_url=fields["webhook_url"], id_token_alg=fields["id_token_alg"],
                                       post_logout_redirect_uris=fields["post_logout_redirect_uris"])
                 done = "saved"
             elif action == "rotate-secret":
-                rotated = await apps.rotate_client_secret(s.db, s.clock, client_id)
+                rotated = await operator.rotate_client_secret(client_id)
                 await self.render_app(client_id, secrets={"client": rotated["clientSecret"]})
                 return
             elif action == "rotate-webhook-secret":
-                rotated = await apps.rotate_webhook_secret(s.db, s.clock, s.master_keys, client_id)
+                rotated = await operator.rotate_webhook_secret(client_id)
                 await self.render_app(client_id, secrets={"webhook": rotated["webhookSecret"]})
                 return
             elif action == "test-webhook":
-                await outbox.send_test(s.db, s.clock, client_id)
+                await operator.send_test_event(client_id)
                 done = "test"
             elif action == "redeliver":
-                await outbox.redeliver(s.db, s.clock, form.get("event_id", ""), client_id=client_id)
+                await operator.redeliver(client_id, form.get("event_id", ""))
                 done = "redelivered"
             elif action == "enable-webhook":
-                await apps.update_app(s.db, s.clock, s.app_policy, client_id, enable_webhook=True)
+                await operator.update(client_id, enable_webhook=True)
                 done = "enabled"
             else:
                 raise ValidationFailed("Unknown action.")

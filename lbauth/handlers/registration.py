@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from lbauth.core.registration import dynamic, initial_tokens
 from lbauth.errors import BearerTokenError, ClientMetadataInvalid, NotFound, TokenInvalid, ValidationFailed
 from lbauth.handlers.base import CorsHandler
 from lbauth.handlers.oauth_rfc import RfcHandler
@@ -35,12 +34,10 @@ class RegisterHandler(RegistrationBase):
 
     async def post(self) -> None:
         self.limit()
-        services = self.services
-        if services.settings.registration == "token":
-            await initial_tokens.check(services.db, services.clock, self.presented_token("An initial access token"))
-        metadata = dynamic.parse_metadata(self.metadata_document())
-        information = await dynamic.register(services.db, services.clock, services.master_keys, metadata,
-                                             base_url=services.settings.base_url)
+        registration = self.services.registration
+        if self.services.settings.registration == "token":
+            await registration.check_initial_token(self.presented_token("An initial access token"))
+        information = await registration.register(registration.parse(self.metadata_document()))
         self.set_token_response_headers()  # RFC 7591 3.2.1: it holds secrets
         self.send_json(information, status=201)
 
@@ -61,13 +58,11 @@ class ClientConfigurationHandler(RegistrationBase):
         self.limit()
         token = self.presented_token("The registration access token")
         self.set_token_response_headers()
-        self.send_json(await dynamic.read(self.services.db, client_id, token, base_url=self.services.settings.base_url))
+        self.send_json(await self.services.registration.read(client_id, token))
 
     async def delete(self, client_id: str) -> None:
         self.limit()
         token = self.presented_token("The registration access token")
-        services = self.services
-        await dynamic.delete(services.db, services.clock, services.checklist, client_id, token,
-                             access_ttl=services.settings.access_token_ttl)
+        await self.services.registration.delete(client_id, token)
         self.set_status(204)
         self.finish()

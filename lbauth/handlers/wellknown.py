@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from lbauth import verify
 from lbauth.core import scopes
+from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oidc import claims
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import NotFound
@@ -18,16 +19,15 @@ from lbauth.storage.records import PUBLIC_CLIENT_METHOD
 _PUBLIC_CACHE = "public, max-age=300"
 
 
-_CLIENT_AUTH_METHODS = ["client_secret_basic", "client_secret_post"]
-# Public clients (`none`, contract 17) use the token and revocation endpoints; introspection
-# needs a confidential client.
-_PUBLIC_CLIENT_AUTH_METHODS = [*_CLIENT_AUTH_METHODS, PUBLIC_CLIENT_METHOD]
-
-
-def metadata(settings: Settings) -> dict:
+def metadata(settings: Settings, server: AuthorizationServer) -> dict:
     """RFC 8414 section 2 and OpenID Connect Discovery 1.0 section 3, one object for both (contract 8);
-    `registration_endpoint` (RFC 7591) unless LBAUTH_REGISTRATION is off (contract 17)."""
+    `registration_endpoint` (RFC 7591) unless LBAUTH_REGISTRATION is off (contract 17). The grant
+    types and client authentication methods are the server's own registries."""
     base, pages = settings.base_url, settings.auth_url
+    methods = [method.name for method in server.client_auth_methods]
+    # Public clients (`none`, contract 17) use the token and revocation endpoints; introspection
+    # needs a confidential client.
+    confidential = [name for name in methods if name != PUBLIC_CLIENT_METHOD]
     document = {
         "issuer": settings.issuer,  # byte for byte (contract 1)
         "authorization_endpoint": f"{pages}/oauth/",
@@ -40,11 +40,11 @@ def metadata(settings: Settings) -> dict:
         "scopes_supported": list(scopes.ALL),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": list(server.grants),
         "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": _PUBLIC_CLIENT_AUTH_METHODS,
-        "revocation_endpoint_auth_methods_supported": _PUBLIC_CLIENT_AUTH_METHODS,
-        "introspection_endpoint_auth_methods_supported": _CLIENT_AUTH_METHODS,
+        "token_endpoint_auth_methods_supported": methods,
+        "revocation_endpoint_auth_methods_supported": methods,
+        "introspection_endpoint_auth_methods_supported": confidential,
         "subject_types_supported": ["pairwise"],  # sub is the appScopedUserId (contract 15)
         "id_token_signing_alg_values_supported": list(ID_TOKEN_ALGS),
         "claims_supported": claims.SUPPORTED,
@@ -90,7 +90,7 @@ class MetadataHandler(CorsHandler):
         self.set_header("Cache-Control", _PUBLIC_CACHE)
 
     def get(self) -> None:
-        self.send_json(metadata(self.services.settings))
+        self.send_json(metadata(self.services.settings, self.services.oauth))
 
 
 class IssuerPathMetadataHandler(MetadataHandler):

@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from lbauth.storage.records import Registration
+
 # Named constraints, so Alembic migrations (batch mode on SQLite) can address them.
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -96,11 +98,13 @@ class App(Base):
     post_logout_redirect_uris: Mapped[list[str]] = mapped_column(JSON, default=list, server_default=text("'[]'"))
     # Contract 17: `none` is a public client (no secret, client_secret_hash ""); how it came to be
     # (`operator`, `dynamic` RFC 7591, `document` a client ID metadata document); the RFC 7592
-    # registration access token's digest; the registered metadata as the client sent it (echoed
-    # by RFC 7592 reads); when a metadata document's cached copy must be fetched again.
+    # registration access token's digest; the registered metadata that has no column of its own
+    # (records.ClientMetadata.extensions, echoed by RFC 7592 reads); when a metadata document's
+    # cached copy must be fetched again.
     token_endpoint_auth_method: Mapped[str] = mapped_column(
         String(32), default="client_secret_basic", server_default=text("'client_secret_basic'"))
-    registration: Mapped[str] = mapped_column(String(16), default="operator", server_default=text("'operator'"))
+    registration: Mapped[str] = mapped_column(String(16), default=Registration.OPERATOR.value,
+                                              server_default=text(f"'{Registration.OPERATOR}'"))
     registration_token_hash: Mapped[str | None] = mapped_column(Digest)
     client_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     document_expires_at: Mapped[int | None] = mapped_column(Time)

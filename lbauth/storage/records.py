@@ -50,6 +50,15 @@ class Session:
 
 # RFC 7591 2 `token_endpoint_auth_method` of a public client (contract 17): no secret.
 PUBLIC_CLIENT_METHOD: Final = "none"  # noqa: S105 (a method name, not a secret)
+# RFC 7591 2 default `grant_types` here: every grant gets a refresh token (contract 17).
+DEFAULT_GRANT_TYPES: Final = ("authorization_code", "refresh_token")
+
+
+class Registration(StrEnum):
+    """How an app came to be registered (contract 2, 12 and 17), the apps.registration column."""
+    OPERATOR = "operator"  # `lbauth apps create` or the console: an owner, the operator's trust
+    DYNAMIC = "dynamic"    # RFC 7591 dynamic registration: no owner, a registration access token
+    DOCUMENT = "document"  # a client ID metadata document: no owner, public, cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +80,7 @@ class App:
     id_token_alg: str
     post_logout_redirect_uris: list[str]
     token_endpoint_auth_method: str
-    registration: str
+    registration: str  # a Registration value
     registration_token_hash: str | None
     client_metadata: dict[str, Any] | None
     document_expires_at: int | None
@@ -89,6 +98,58 @@ class App:
         registered = (self.client_metadata or {}).get("scope")
         wanted = set(registered.split()) if isinstance(registered, str) else set()
         return [s for s in self.scopes if s in wanted] or list(self.scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMetadata:
+    """A client's registered metadata, however it arrived (RFC 7591 2; contract 2, 12 and 17), as
+    lbauth.core.clients.metadata validated it: an app row but its ids and secrets. The fields with
+    no column of their own are kept in `client_metadata` under their RFC 7591 names (`extensions`),
+    so that a new one (contract 20: `require_pushed_authorization_requests`, `require_dpop`) is one
+    field here and one check there, and a new grant (the device grant) a value of `grant_types`."""
+    registration: Registration
+    name: str
+    redirect_uris: list[str]
+    token_endpoint_auth_method: str
+    scopes: list[str]  # the ceiling: what the app may ask for
+    webhook_url: str | None = None
+    id_token_alg: str = "RS256"  # noqa: S105 (lbauth.core.crypto.keys.ID_TOKEN_DEFAULT_ALG)
+    post_logout_redirect_uris: list[str] = field(default_factory=list)
+    # kept in `client_metadata` (every field below: `_COLUMNS` names those above)
+    grant_types: list[str] = field(default_factory=lambda: list(DEFAULT_GRANT_TYPES))
+    response_types: list[str] = field(default_factory=lambda: ["code"])
+    application_type: str = "web"
+    scope: str | None = None  # the default for a request without `scope`, never a ceiling
+    client_uri: str | None = None
+    logo_uri: str | None = None
+
+    @property
+    def public(self) -> bool:
+        return self.token_endpoint_auth_method == PUBLIC_CLIENT_METHOD
+
+    def extensions(self) -> dict[str, Any]:
+        """The `client_metadata` column: the fields without a column, those that have a value."""
+        values = {name: getattr(self, name) for name in _EXTENSIONS}
+        return {name: value for name, value in values.items() if value is not None}
+
+    def columns(self) -> dict[str, Any]:
+        """The app row's columns this metadata fills."""
+        return {**{name: getattr(self, name) for name in _COLUMNS}, "registration": self.registration.value,
+                "client_metadata": self.extensions()}
+
+    @classmethod
+    def of(cls, app: App) -> ClientMetadata:
+        """An app's metadata as stored; what `client_metadata` lacks (an operator's app of before
+        it was kept) takes the defaults."""
+        stored = app.client_metadata or {}
+        return cls(Registration(app.registration), **{name: getattr(app, name) for name in _COLUMNS},
+                   **{name: stored[name] for name in _EXTENSIONS if name in stored})
+
+
+# The fields with a column of their own; every other one is kept in `client_metadata`.
+_COLUMNS = ("name", "redirect_uris", "token_endpoint_auth_method", "scopes", "webhook_url", "id_token_alg",
+            "post_logout_redirect_uris")
+_EXTENSIONS = tuple(f.name for f in fields(ClientMetadata) if f.name not in (*_COLUMNS, "registration"))
 
 
 class _Keep(Enum):

@@ -15,7 +15,6 @@ from lbauth.clock import FrozenClock
 from lbauth.core.accounts import passwords, users
 from lbauth.core.accounts.accounts import Accounts, AccountStatus
 from lbauth.core.accounts.sessions import API, BROWSER, SignedIn
-from lbauth.core.clients import apps
 from lbauth.server import build_services
 from lbauth.services import Services
 from lbauth.storage.records import User
@@ -293,8 +292,7 @@ async def test_disabling_ends_sessions_and_sign_in_until_enabled(accounts, clock
 
 
 async def test_deleting_revokes_grants_ends_sessions_erases_and_frees_the_email(services, accounts, clock, ada):
-    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy, name="App",
-                                owner_email=ada.email, redirect_uris=["https://app.example/callback"])
+    app = await services.apps.create(name="App", owner_email=ada.email, redirect_uris=["https://app.example/callback"])
     await services.db.transaction(grants_repo.insert_grant, grant_id="gnt_ada", app_id=app["appId"], user_id=ada.id,
                                   scopes=["userinfo"], now=START_TIME)
     await services.db.transaction(grants_repo.insert_subject, app_id=app["appId"], user_id=ada.id, asu="asu_ada",

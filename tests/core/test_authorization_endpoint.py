@@ -14,7 +14,6 @@ from lbauth import errors
 from lbauth.clock import FrozenClock
 from lbauth.core.accounts import users
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
-from lbauth.core.clients import apps
 from lbauth.core.oauth.authorization.decisions import (
     CodeIssued,
     Consent,
@@ -72,8 +71,7 @@ class World:
 async def world(services: Services) -> World:
     email = "ada@example.com"
     await users.create_user(services.db, services.clock, email=email, name="Ada", password=PASSWORD)
-    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
-                                name="Notes", owner_email=email, redirect_uris=[REDIRECT_URI])
+    app = await services.apps.create(name="Notes", owner_email=email, redirect_uris=[REDIRECT_URI])
     session = await services.accounts.sign_in(email, PASSWORD, kind=BROWSER, user_agent="", ip_address="")
     return World(services, app["clientId"], await services.accounts.sessions.check(session.token))
 

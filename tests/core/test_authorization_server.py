@@ -11,7 +11,6 @@ import pytest
 from lbauth import errors
 from lbauth.core import resources
 from lbauth.core.accounts import users
-from lbauth.core.clients import apps
 from lbauth.core.oauth.authorization.codes import issue_code
 from lbauth.core.oauth.authorization.endpoint import load_client
 from lbauth.core.oauth.authorization.request import check_api_request
@@ -113,8 +112,7 @@ class Party:
 
 async def party(services: Services, email: str) -> Party:
     user = await users.create_user(services.db, services.clock, email=email, name="U", password="x" * 12)
-    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
-                                name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
+    app = await services.apps.create(name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
     return Party(services, user.id, app)
 
 

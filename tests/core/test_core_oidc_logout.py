@@ -11,7 +11,6 @@ import pytest
 
 from lbauth import errors
 from lbauth.core.accounts import users
-from lbauth.core.clients import apps
 from lbauth.core.oidc import logout
 from lbauth.services import Services
 from lbauth.storage.records import App
@@ -29,9 +28,8 @@ def backend() -> str:
 async def client_id(services: Services) -> str:
     """An app that registered BACK as its post-logout redirect URI."""
     await users.create_user(services.db, services.clock, email="owner@example.com", name="O", password="x" * 12)
-    app = await apps.create_app(services.db, services.clock, services.master_keys, services.app_policy,
-                                name="RP", owner_email="owner@example.com", redirect_uris=["https://rp.example/cb"],
-                                post_logout_redirect_uris=[BACK])
+    app = await services.apps.create(name="RP", owner_email="owner@example.com", redirect_uris=["https://rp.example/cb"],
+                                     post_logout_redirect_uris=[BACK])
     return app["clientId"]
 
 

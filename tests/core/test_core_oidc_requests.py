@@ -48,7 +48,8 @@ def test_the_ignored_parameters_change_nothing():
 def test_the_nonce_is_kept_up_to_its_limit():
     longest = "n" * MAX_NONCE_LENGTH
     assert parsed(nonce=longest).nonce == longest
-    with pytest.raises(errors.ValidationFailed, match=f"nonce must be at most {MAX_NONCE_LENGTH} characters"):
+    too_long = f"nonce must be a string of at most {MAX_NONCE_LENGTH} characters"
+    with pytest.raises(errors.ValidationFailed, match=too_long):
         parsed(nonce=longest + "n")
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from lbauth.storage.db import Database
-from lbauth.storage.records import App, User
+from lbauth.storage.records import App, ClientMetadata, Registration, User
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import users as users_repo
@@ -25,10 +25,11 @@ def new_user(user_id: str = "usr_1", email: str = "ada@example.com") -> User:
 
 async def add_app(db: Database, owner: User, app_id: str = "app_1", client_id: str = "cid_1",
                   webhook_url: str | None = "https://hooks.example/lbauth") -> App:
-    await db.transaction(apps_repo.insert_app, app_id=app_id, client_id=client_id, name="Notes", owner_id=owner.id,
-                         client_secret_hash="s" * 64, redirect_uris=["https://app.example/cb"],
-                         scopes=["userinfo", "profile"], webhook_url=webhook_url, webhook_secret_sealed="mk1.sealed",
-                         now=NOW, id_token_alg="RS256", post_logout_redirect_uris=[])
+    client = ClientMetadata(Registration.OPERATOR, name="Notes", redirect_uris=["https://app.example/cb"],
+                            token_endpoint_auth_method="client_secret_basic", scopes=["userinfo", "profile"],
+                            webhook_url=webhook_url, id_token_alg="RS256")
+    await db.transaction(apps_repo.insert_app, client, app_id=app_id, client_id=client_id, owner_id=owner.id,
+                         client_secret_hash="s" * 64, webhook_secret_sealed="mk1.sealed", now=NOW)
     app = await db.read(apps_repo.by_client_id, client_id)
     assert app is not None
     return app

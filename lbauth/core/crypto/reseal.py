@@ -7,7 +7,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lbauth.core.clients.apps import webhook_secret_purpose
+from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.keys import signing_key_purpose
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys, require_keys
 from lbauth.settings import Settings

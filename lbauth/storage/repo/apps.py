@@ -5,24 +5,34 @@ from __future__ import annotations
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from lbauth.storage.models import apps, users
-from lbauth.storage.records import App, AppChanges
-from lbauth.storage.repo import shaped
+from lbauth.storage.records import App, AppChanges, ClientMetadata, Registration
+from lbauth.storage.repo import duplicate_refused, shaped
 
 _WITH_OWNER = shaped(App, select(apps, users.c.email.label("owner_email"))
                      .outerjoin(users, users.c.id == apps.c.owner_id))
 _BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  # built once: see repo/codes.py
 
 
-def insert_app(conn: Connection, *, app_id: str, client_id: str, name: str, owner_id: str, client_secret_hash: str,
-               redirect_uris: list[str], scopes: list[str], webhook_url: str | None, webhook_secret_sealed: str,
-               now: int, id_token_alg: str, post_logout_redirect_uris: list[str],
-               token_endpoint_auth_method: str = "client_secret_basic") -> None:  # noqa: S107 (a method name)
-    conn.execute(insert(apps).values(
-        id=app_id, client_id=client_id, name=name, owner_id=owner_id, client_secret_hash=client_secret_hash,
-        redirect_uris=redirect_uris, scopes=scopes, webhook_url=webhook_url,
-        webhook_secret_sealed=webhook_secret_sealed, created_at=now, updated_at=now,
-        id_token_alg=id_token_alg, post_logout_redirect_uris=post_logout_redirect_uris,
-        token_endpoint_auth_method=token_endpoint_auth_method))
+def insert_app(conn: Connection, metadata: ClientMetadata, *, app_id: str, client_id: str, owner_id: str | None,
+               client_secret_hash: str, webhook_secret_sealed: str, now: int,
+               registration_token_hash: str | None = None, document_expires_at: int | None = None) -> None:
+    """Every app, however it was registered (raises Duplicate when its client id is taken: a
+    metadata document stored first by a concurrent request)."""
+    with duplicate_refused("app"):
+        conn.execute(insert(apps).values(
+            id=app_id, client_id=client_id, owner_id=owner_id, client_secret_hash=client_secret_hash,
+            webhook_secret_sealed=webhook_secret_sealed, created_at=now, updated_at=now,
+            registration_token_hash=registration_token_hash, document_expires_at=document_expires_at,
+            **metadata.columns()))
+
+
+def update_document_app(conn: Connection, client_id: str, metadata: ClientMetadata, *, expires_at: int,
+                        now: int) -> bool:
+    """A newly fetched copy of a stored metadata document; False when no such row exists yet."""
+    result = conn.execute(update(apps)
+                          .where(apps.c.client_id == client_id, apps.c.registration == Registration.DOCUMENT.value)
+                          .values(document_expires_at=expires_at, updated_at=now, **metadata.columns()))
+    return result.rowcount > 0
 
 
 def by_client_id(conn: Connection, client_id: str) -> App | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Connection, delete, exists, insert, select
 
 from lbauth.storage.models import apps, grants, registration_tokens
@@ -23,19 +21,6 @@ def initial_token_live(conn: Connection, token_hash: str, now: int) -> bool:
 
 def delete_expired_initial_tokens(conn: Connection, now: int) -> None:
     conn.execute(delete(registration_tokens).where(registration_tokens.c.expires_at <= now))
-
-
-def insert_dynamic_app(conn: Connection, *, app_id: str, client_id: str, name: str, client_secret_hash: str,
-                       redirect_uris: list[str], scopes: list[str], webhook_secret_sealed: str, now: int,
-                       id_token_alg: str, token_endpoint_auth_method: str, registration_token_hash: str,
-                       client_metadata: dict[str, Any]) -> None:
-    """An app with no owner, registered by the client itself (`registration` dynamic)."""
-    conn.execute(insert(apps).values(
-        id=app_id, client_id=client_id, name=name, owner_id=None, client_secret_hash=client_secret_hash,
-        redirect_uris=redirect_uris, scopes=scopes, webhook_url=None, webhook_secret_sealed=webhook_secret_sealed,
-        created_at=now, updated_at=now, id_token_alg=id_token_alg, post_logout_redirect_uris=[],
-        token_endpoint_auth_method=token_endpoint_auth_method, registration="dynamic",
-        registration_token_hash=registration_token_hash, client_metadata=client_metadata))
 
 
 def live_grant_ids_of_app(conn: Connection, app_id: str) -> list[str]:

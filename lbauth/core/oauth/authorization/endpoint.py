@@ -45,7 +45,7 @@ from lbauth.errors import (
 )
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
-from lbauth.storage.records import App
+from lbauth.storage.records import App, Registration
 from lbauth.storage.repo import apps as apps_repo
 
 
@@ -71,7 +71,7 @@ def _may_redirect(app: App, uri: str) -> bool:
     """A registered URI (a loopback one on any port) for every app; the localhost rule for unregistered
     URIs only for an operator's app: a self-registered one lists all its URIs itself (contract 5)."""
     registered = list(app.redirect_uris)
-    if app.registration == "operator":
+    if app.registration == Registration.OPERATOR:
         return urls.redirect_allowed(uri, registered)
     return urls.is_registered(uri, registered)
 
