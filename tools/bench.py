@@ -282,7 +282,7 @@ What limits the token endpoints (0.1-0.4x the ceiling):
 
 ```
 make bench                      # full runs (10 s each), SQLite then PostgreSQL, 2 workers
-make bench BENCH_ARGS=--quick   # 5 s runs, about 5 minutes
+make bench BENCH_ARGS=--quick   # 5 s runs, under 5 minutes
 python tools/bench.py --only http --workers 1   # the 1-worker figures
 ```
 
@@ -297,7 +297,7 @@ python tools/bench.py --only http --workers 1   # the 1-worker figures
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="shorter runs (about 5 minutes in all)")
+    parser.add_argument("--quick", action="store_true", help="shorter runs (under 5 minutes in all)")
     parser.add_argument("--out", default=str(ROOT / "bench-results.json"))
     parser.add_argument("--only", choices=("verify", "http"), help="one part only")
     parser.add_argument("--growth", action="store_true",
