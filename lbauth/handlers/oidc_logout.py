@@ -29,8 +29,7 @@ class LogoutEndpoint(PageHandler):
         self.finish_logout(outcome, status=303, our_form=True)
 
     async def check(self, params: dict[str, list[str]]) -> logout.Logout:
-        s = self.services
-        return await logout.check(s.db, s.keyring.public_keys, s.settings.issuer, params)
+        return await self.services.oauth.end_session_request(params)
 
     async def handle(self, params: dict[str, list[str]], status: int) -> None:
         outcome = await self.check(params)

@@ -29,6 +29,7 @@ from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshT
 from lbauth.core.oauth.issuing import Issuer
 from lbauth.core.oauth.revocation_feed import FeedPage
 from lbauth.core.oauth.tokens import AccessTokens, TokenSet
+from lbauth.core.oidc import logout
 from lbauth.core.oidc.id_tokens import IdTokenExtension, IdTokens
 from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
@@ -106,6 +107,12 @@ class AuthorizationServer:
     async def revocations_since(self, since: str | None) -> FeedPage:
         """The check-list for offline verifiers, after the cursor `since` (contract 11)."""
         return await revocation_feed.feed(self.db, self.clock, since)
+
+    # ---- RP-initiated logout (OpenID Connect RP-Initiated Logout 1.0) ------------------------------------
+
+    async def end_session_request(self, params: Mapping[str, Sequence[str]]) -> logout.Logout:
+        """What a logout request may do: its app, its checked post-logout redirect URI, its state."""
+        return await logout.check(self.db, self.tokens.public_keys, self.settings.issuer, params)
 
     # ---- the user's own authorizations (contract 7) -------------------------------------------------------
 
