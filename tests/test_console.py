@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.flow_helpers import PageSession, exchange, full_setup, tokens_for
-from tests.test_webhook_delivery import receiver, srv  # noqa: F401 - the fixtures
+from tests.test_webhook_delivery import srv  # noqa: F401 - the fixture
 
 CALLBACK = "https://app.example/callback"
 
