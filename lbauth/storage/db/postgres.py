@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import asyncpg
-from sqlalchemy import Connection, event
-from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from lbauth.errors import ServerUnavailable
 from lbauth.storage.db.unit import (
@@ -46,6 +45,8 @@ STALL_SECONDS = 0.2
 WATCH_SECONDS = 0.05  # the watchdog's tick, while units of work are in flight
 
 log = logging.getLogger("lbauth.db")
+
+_READONLY = "lbauth_readonly"
 
 
 class _Queue:
@@ -121,7 +122,7 @@ class PostgresDatabase:
         self._probe: asyncio.Task | None = None
         # The watchdog's bookkeeping: the connections of the units of work in flight, how many
         # units have finished, and the tick (a timer, armed only while units are in flight).
-        self._in_flight: set[Connection] = set()
+        self._in_flight: set[AsyncConnection] = set()
         self._finished = 0
         self._finished_seen = 0
         self._quiet_since = 0.0
@@ -155,7 +156,7 @@ class PostgresDatabase:
         except TimeoutError:  # busy for QUEUE_WAIT_SECONDS: the contract's limit
             raise unavailable() from None
         try:
-            result = await self._transaction(work, args, autocommit=readonly or single_statement)
+            result = await self._transaction(work, args, readonly or single_statement, readonly)
         finally:
             self._queue.leave()
         return outcome(result)
@@ -163,39 +164,27 @@ class PostgresDatabase:
     async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
-    async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
-        """The unit of work in one greenlet, from the pool's checkout to the connection's return:
-        SQLAlchemy's async wrappers would start one for each step (checkout, execution options,
-        BEGIN, the work, COMMIT, return), a few microseconds of CPU each."""
+    async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool, readonly: bool) -> T:
+        conn = self.engine.connect()
         try:
-            return await greenlet_spawn(self._unit, work, args, autocommit)
-        except _NoConnection as failed:  # no connection: this request is answered 503 now
-            if isinstance(failed.error, TimeoutError):
+            await conn.start()
+        except Exception as exc:  # no connection: this request is answered 503 now
+            if isinstance(exc, TimeoutError):
                 # Slow to connect: an unreachable database, or only a stalled event loop or a
                 # loaded host? A fresh connection's answer decides before every request is refused.
                 self._check_liveness()
             else:  # refused, reset: the database is not there
-                self._went_down(failed.error)
-            raise unavailable() from failed.error
-
-    def _unit(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
-        """`_transaction`'s greenlet: check out a connection, run the unit in its transaction (in
-        autocommit: no BEGIN and COMMIT round trips), return the connection. A lost connection
-        marks the database down before the connection is returned: closing one that an outage
-        left silent can take seconds, and the requests waiting for a connection must not."""
-        try:
-            conn = self.engine.sync_engine.connect()
-        except Exception as exc:
-            raise _NoConnection(exc) from exc
+                self._went_down(exc)
+            raise unavailable() from exc
         self._reached = True
         self._in_flight.add(conn)
         if self._watch is None:
             self._watch_from_now()
         try:
             if autocommit:
-                conn.execution_options(isolation_level="AUTOCOMMIT")
-            with conn.begin():
-                result = run_unit(conn, work, args)
+                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: readonly})
+            async with conn.begin():
+                result = await conn.run_sync(run_unit, work, args)
             self._finished += 1  # the database answered: progress, for the watchdog
             return result
         except Exception as exc:
@@ -207,7 +196,7 @@ class PostgresDatabase:
             raise
         finally:
             self._in_flight.discard(conn)
-            conn.close()
+            await conn.close()
 
     def _watch_from_now(self) -> None:
         self._finished_seen, self._quiet_since = self._finished, time.monotonic()
@@ -297,7 +286,7 @@ class PostgresDatabase:
             except TimeoutError:
                 continue
             try:
-                await self._transaction(select_one, (), autocommit=True)
+                await self._transaction(select_one, (), True, True)
             except Exception:  # noqa: BLE001, S110 - still down; the next round tries again
                 pass
             else:
@@ -339,19 +328,12 @@ class PostgresDatabase:
         await self.engine.dispose()
 
 
-class _NoConnection(Exception):  # noqa: N818 - a signal, not an error
-    """The pool could not give a unit of work a connection: `error` says why."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def _cut(conn: Connection) -> None:
+def _cut(conn: AsyncConnection) -> None:
     """Abort the socket under a unit of work stuck on an unreachable database: it fails as on a
     lost connection, and SQLAlchemy discards the connection instead of pooling it."""
-    if not conn.closed and not conn.invalidated:
-        driver = conn.connection.driver_connection
+    sync = conn.sync_connection
+    if sync is not None and not sync.closed and not sync.invalidated:
+        driver = sync.connection.driver_connection
         if driver is not None:
             driver.terminate()
 
