@@ -293,9 +293,10 @@ class Deployment:
         if self.proc:
             stop(self.proc)
 
-    async def seed(self, codes_per_thread: int) -> dict:
+    async def seed(self, codes_per_thread: int, openid_codes: bool = True) -> dict:
         """A user, an app, a grant, one token set, and codes to redeem (written straight to the
-        database: issuing 100,000 codes over HTTP would take longer than the run)."""
+        database: issuing 100,000 codes over HTTP would take longer than the run); `openid_codes`
+        False: plain codes only."""
         settings = load_settings({"database_url": self.database_url, "data_dir": str(self.data_dir)}, environ={})
         clock = SystemClock()
         db = open_database(self.database_url)
@@ -319,7 +320,7 @@ class Deployment:
                       "session_id": session.session_id}
             for kind, extra in (("plain", {"scopes": ["userinfo"]}), ("RS256", {**openid, "id_token_alg": "RS256"}),
                                 ("ES256", {**openid, "id_token_alg": "ES256"})):
-                for _ in range(2):
+                for _ in range(2 if openid_codes or kind == "plain" else 0):
                     plain = [opaque.new_secret(opaque.CODE) for _n in range(codes_per_thread)]
                     rows = [dict(code_hash=opaque.digest(c), app_id=row.id, user_id=user_id, grant_id=grant_id,
                                  asu=asu, redirect_uri=REDIRECT, code_challenge=None, created_at=now,

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import asyncpg
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy import Engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.util import await_, greenlet_spawn
 
 from lbauth.errors import ServerUnavailable
+from lbauth.storage.db.plans import Plan, PlannedConnection
 from lbauth.storage.db.unit import (
     READY_TIMEOUT_SECONDS,
     counts_statements,
@@ -45,8 +48,6 @@ STALL_SECONDS = 0.2
 WATCH_SECONDS = 0.05  # the watchdog's tick, while units of work are in flight
 
 log = logging.getLogger("lbauth.db")
-
-_READONLY = "lbauth_readonly"
 
 
 class _Queue:
@@ -122,7 +123,7 @@ class PostgresDatabase:
         self._probe: asyncio.Task | None = None
         # The watchdog's bookkeeping: the connections of the units of work in flight, how many
         # units have finished, and the tick (a timer, armed only while units are in flight).
-        self._in_flight: set[AsyncConnection] = set()
+        self._in_flight: set[UnitConnection] = set()
         self._finished = 0
         self._finished_seen = 0
         self._quiet_since = 0.0
@@ -132,9 +133,10 @@ class PostgresDatabase:
         # would be one more round trip for nothing. No overflow: an overflow connection is closed
         # when returned, so a burst would open a new connection per request; requests beyond the
         # pool wait in `_queue`, which admits no more than the pool holds.
+        # Units of work send BEGIN and COMMIT themselves (UnitConnection): the driver is in autocommit.
         self.engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=0, pool_timeout=QUEUE_WAIT_SECONDS, pool_reset_on_return=None,
-            connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
+            isolation_level="AUTOCOMMIT", connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
 
         @event.listens_for(self.engine.sync_engine, "before_cursor_execute")
         def count(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -156,7 +158,7 @@ class PostgresDatabase:
         except TimeoutError:  # busy for QUEUE_WAIT_SECONDS: the contract's limit
             raise unavailable() from None
         try:
-            result = await self._transaction(work, args, readonly or single_statement, readonly)
+            result = await self._transaction(work, args, readonly or single_statement)
         finally:
             self._queue.leave()
         return outcome(result)
@@ -164,29 +166,18 @@ class PostgresDatabase:
     async def read(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
-    async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool, readonly: bool) -> T:
-        conn = self.engine.connect()
+    async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
         try:
-            await conn.start()
-        except Exception as exc:  # no connection: this request is answered 503 now
+            result = await greenlet_spawn(self._unit, work, args, autocommit)
+        except _NoConnection as failed:  # this request is answered 503 now
+            exc = failed.__cause__
             if isinstance(exc, TimeoutError):
                 # Slow to connect: an unreachable database, or only a stalled event loop or a
                 # loaded host? A fresh connection's answer decides before every request is refused.
                 self._check_liveness()
             else:  # refused, reset: the database is not there
-                self._went_down(exc)
+                self._went_down(exc or failed)
             raise unavailable() from exc
-        self._reached = True
-        self._in_flight.add(conn)
-        if self._watch is None:
-            self._watch_from_now()
-        try:
-            if autocommit:
-                await conn.execution_options(isolation_level="AUTOCOMMIT", **{_READONLY: readonly})
-            async with conn.begin():
-                result = await conn.run_sync(run_unit, work, args)
-            self._finished += 1  # the database answered: progress, for the watchdog
-            return result
         except Exception as exc:
             if is_connection_lost(exc):
                 self._went_down(exc)
@@ -194,9 +185,33 @@ class PostgresDatabase:
                 raise unavailable() from exc
             self._finished += 1  # it answered, with an error of this request's own
             raise
+        self._finished += 1  # the database answered: progress, for the watchdog
+        return result
+
+    def _unit(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
+        """The whole unit of work in one greenlet, from the pool's checkout to the connection's
+        return: BEGIN (unless `autocommit`), the work, COMMIT or ROLLBACK."""
+        try:
+            conn = UnitConnection(self.engine.sync_engine, self)
+        except Exception as exc:
+            raise _NoConnection from exc
+        self._reached = True
+        self._in_flight.add(conn)
+        if self._watch is None:
+            self._watch_from_now()
+        try:
+            if not autocommit:
+                conn.control("BEGIN")
+            try:
+                result = run_unit(conn, work, args)
+            except BaseException:
+                conn.end(commit=False, transaction=not autocommit)
+                raise
+            conn.end(commit=True, transaction=not autocommit)
+            return result
         finally:
             self._in_flight.discard(conn)
-            await conn.close()
+            conn.close()
 
     def _watch_from_now(self) -> None:
         self._finished_seen, self._quiet_since = self._finished, time.monotonic()
@@ -286,7 +301,7 @@ class PostgresDatabase:
             except TimeoutError:
                 continue
             try:
-                await self._transaction(select_one, (), True, True)
+                await self._transaction(select_one, (), True)
             except Exception:  # noqa: BLE001, S110 - still down; the next round tries again
                 pass
             else:
@@ -328,12 +343,91 @@ class PostgresDatabase:
         await self.engine.dispose()
 
 
-def _cut(conn: AsyncConnection) -> None:
+def _cut(conn: UnitConnection) -> None:
     """Abort the socket under a unit of work stuck on an unreachable database: it fails as on a
     lost connection, and SQLAlchemy discards the connection instead of pooling it."""
-    sync = conn.sync_connection
-    if sync is not None and not sync.closed and not sync.invalidated:
-        driver = sync.connection.driver_connection
-        if driver is not None:
-            driver.terminate()
+    if not conn.closed and not conn.invalidated:
+        conn.driver.terminate()
+
+
+class _NoConnection(Exception):  # noqa: N818 - a signal, not an error
+    """The pool could not give a connection (its cause says why)."""
+
+
+_PREPARED = "lbauth_prepared"  # in the pool's per-connection info: (asyncpg connection, {sql: statement})
+_PREPARED_MAX = 1_000
+
+
+class UnitConnection(PlannedConnection):
+    """The connection a unit of work gets on PostgreSQL: planned statements go to asyncpg as
+    prepared statements (storage/db/plans.py), BEGIN, COMMIT and ROLLBACK straight to the driver.
+    The engine's connections are in autocommit, so a statement SQLAlchemy runs on one joins the
+    transaction this connection began."""
+
+    def __init__(self, engine: Engine, database: PostgresDatabase) -> None:
+        super().__init__(engine, database)
+        fairy = self.connection
+        self.adapted: Any = fairy.dbapi_connection  # SQLAlchemy's asyncpg adapter
+        self.driver: asyncpg.Connection = fairy.driver_connection  # type: ignore[assignment]
+        cached = fairy.info.get(_PREPARED)
+        if cached is None or cached[0] is not self.driver:
+            cached = fairy.info[_PREPARED] = (self.driver, {})
+        self._prepared: dict[str, Any] = cached[1]
+
+    def send(self, plan: Plan, values: list) -> tuple[list, int]:
+        try:
+            statement = self._prepared.get(plan.sql)
+            if statement is None:
+                if len(self._prepared) >= _PREPARED_MAX:
+                    self._prepared.clear()
+                statement = self._prepared[plan.sql] = await_(self.driver.prepare(plan.sql))
+            rows = await_(statement.fetch(*values))
+        except Exception as exc:
+            raise self.wrap(exc, plan.sql, values) from exc
+        count = statement.get_statusmsg().rpartition(" ")[2]
+        return rows, int(count) if count.isdigit() else -1
+
+    def control(self, sql: str) -> None:
+        """BEGIN, COMMIT or ROLLBACK."""
+        try:
+            await_(self.driver.execute(sql))
+        except Exception as exc:
+            raise self.wrap(exc, sql, ()) from exc
+
+    def end(self, *, commit: bool, transaction: bool) -> None:
+        """Close SQLAlchemy's own bookkeeping of a transaction (nothing reaches the driver: it is in
+        autocommit), then COMMIT or ROLLBACK the one this connection began. A ROLLBACK that fails
+        leaves the connection in an unknown state: it is discarded, not pooled."""
+        if self.invalidated:
+            return
+        if self.in_transaction():
+            self.commit() if commit else self.rollback()
+        if not transaction:
+            return
+        if commit:
+            self.control("COMMIT")
+            return
+        try:
+            self.control("ROLLBACK")
+        except Exception as exc:  # noqa: BLE001 - the unit's own error is the one to raise
+            if not self.invalidated:
+                self.invalidate(exc)
+
+    def wrap(self, error: BaseException, statement: str, parameters: Any) -> BaseException:
+        """An asyncpg error as SQLAlchemy raises it (IntegrityError, OperationalError, ...), the
+        connection invalidated when it is lost. Errors that are not the driver's pass unchanged."""
+        dbapi = self.dialect.loaded_dbapi
+        try:
+            self.adapted._handle_exception(error)  # raises the DB-API error SQLAlchemy translates it to
+        except dbapi.Error as translated:
+            invalidated = self.dialect.is_disconnect(translated, self.adapted, None)
+            if invalidated and not self.invalidated:
+                self.invalidate(translated)
+            return sa_exc.DBAPIError.instance(statement, parameters, translated, dbapi.Error,
+                                              connection_invalidated=invalidated, dialect=self.dialect)
+        except BaseException as other:  # noqa: BLE001 - not the driver's: as it is
+            if self.driver.is_closed() and not self.invalidated:
+                self.invalidate(other)
+            return other
+        return error  # unreachable: _handle_exception always raises
 
