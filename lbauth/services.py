@@ -107,8 +107,8 @@ class Services:
 
     async def reload_keys(self) -> bool:
         """Pick up a key rotation made by another process or a maintainer's tool; True if changed."""
-        keyring = await load_keyring(self.db, self.master_keys)
-        changed = keyring.version != self.keyring.version
+        keyring = await load_keyring(self.db, self.master_keys, self.keyring)
+        changed = keyring is not self.keyring
         if changed:
             self.keyring = keyring
         return changed

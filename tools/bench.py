@@ -167,6 +167,22 @@ def http_table(results: dict) -> str:
         for name, path in (("refresh", "/api/oauth/token/refresh"), ("me", "/api/auth/me")):
             lines.append(f"1 -> {results['workers']} workers, {path} on SQLite: {sc[name]['rps_1_worker']} -> "
                          f"{sc[name]['rps_' + str(results['workers']) + '_workers']} req/s (x{sc[name]['speedup']})")
+    if "prototype" in results:
+        pr = results["prototype"]
+        lines.append("")
+        lines.append(f"PostgreSQL code exchange beside a raw-asyncpg prototype doing the same work in one statement "
+                     f"(tools/bench_prototype.py; median of {pr['rounds']} alternated runs):")
+        for workers in (1, 2):
+            ours, theirs = pr[f"lbauth_{workers}w"], pr[f"prototype_{workers}w"]
+            lines.append(f"- {workers} worker(s): lbauth {ours['rps']} req/s, {ours['cpu_us_per_request']} us CPU per "
+                         f"request; prototype {theirs['rps']} req/s, {theirs['cpu_us_per_request']} us: throughput "
+                         f"x{pr[f'throughput_ratio_{workers}w']}, CPU x{pr[f'cpu_ratio_{workers}w']}; non-2xx "
+                         f"{ours['non2xx'] + theirs['non2xx']}")
+    if "postgresql_scaling" in results:
+        sc = results["postgresql_scaling"]
+        for name, path in (("authorize", "/api/oauth/authorize/external"), ("refresh", "/api/oauth/token/refresh")):
+            lines.append(f"1 -> 2 workers, {path} on PostgreSQL: {sc[name]['rps_1_worker']} -> "
+                         f"{sc[name]['rps_2_workers']} req/s (x{sc[name]['speedup']}, median of {sc['rounds']})")
     for backend, g in results.get("growth", {}).items():
         lines.append("")
         lines.append(f"growth, {backend}: refresh p50 {g['empty']['p50_ms']} ms on an empty database, "

@@ -26,6 +26,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import bench_grants  # tools/, beside this file
+import bench_prototype
 from sqlalchemy import insert, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -636,6 +637,9 @@ def run(quick: bool, workers: int, backends: list[str], pg_url: str, grants_coun
     results["webhook_deliveries_per_s"] = {b: webhooks[b]["per_s"] for b in webhooks}
     if workers > 1 and "sqlite" in per_backend:
         results["scaling"] = worker_scaling(wrk, seconds, pg_url, per_backend["sqlite"], workers)
+    if "postgresql" in backends:
+        results["prototype"] = bench_prototype.compare(wrk, seconds, pg_url)
+        results["postgresql_scaling"] = bench_prototype.scaling(wrk, seconds, pg_url)
     return results
 
 

@@ -17,9 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bench_http  # tools/, beside this file (which imports this one: used at call time only)
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
-WARM_CODES = 6000  # per wrk thread, for the 1 s warm-up run
+WARM_CODES = 8000  # per wrk thread, for the 2 s warm-up run
 
 PROTOTYPE_SERVER = r"""
 import asyncio, hashlib, json, os, secrets, sys, time
@@ -101,7 +102,7 @@ def cpu_seconds(group: int) -> float:
     return total / tick
 
 
-def measured(bench_http, wrk: str, proc: subprocess.Popen, url: str, seconds: int, script: str,
+def measured(wrk: str, proc: subprocess.Popen, url: str, seconds: int, script: str,
              codes: str) -> dict:
     """One wrk run of the exchange, with the server's CPU per 2xx answer."""
     before = cpu_seconds(proc.pid)
@@ -111,18 +112,20 @@ def measured(bench_http, wrk: str, proc: subprocess.Popen, url: str, seconds: in
     return run
 
 
-def compare(bench_http, wrk: str, seconds: int, pg_url: str) -> dict:
-    """lbauth's code exchange and the prototype's, at 1 and 2 workers, on one seeded database:
-    throughput, CPU per request, and lbauth's ratios to the prototype."""
-    results: dict = {}
+def compare(wrk: str, seconds: int, pg_url: str, rounds: int = 3) -> dict:
+    """lbauth's code exchange and the prototype's, at 1 and 2 workers, on one seeded database,
+    `rounds` times in alternation (a shared machine's speed drifts): the median run of each for
+    throughput and CPU per request, and lbauth's ratios to the prototype."""
+    configs = [(who, workers) for workers in (1, 2) for who in ("lbauth", "prototype")]
+    runs: dict[str, list[dict]] = {f"{who}_{workers}w": [] for who, workers in configs}
     with tempfile.TemporaryDirectory(prefix="lbauth-bench-prototype-") as tmp:
         data_dir = Path(tmp)
         deployment = bench_http.Deployment("postgresql", 1, data_dir, pg_url)
         bench_http.asyncio.run(deployment.create_database())
         try:
-            per_run = seconds * 2500 + WARM_CODES  # per wrk thread: 5,000 req/s at most, 2 threads
-            seed = bench_http.asyncio.run(deployment.seed(codes_per_thread=4 * per_run, openid_codes=False))
-            codes = seed["codes"]
+            per_run = seconds * 2000 + WARM_CODES  # per wrk thread: 4,000 req/s at most, 2 threads
+            seed = bench_http.asyncio.run(deployment.seed(codes_per_thread=rounds * len(configs) * per_run,
+                                                          openid_codes=False))
             plan_file = data_dir / "plan.json"
             plan_file.write_text(json.dumps(redeem_plan()))
             credentials = bench_http.urlencode({"redirect_uri": bench_http.REDIRECT, "client_id": seed["client_id"],
@@ -131,39 +134,87 @@ def compare(bench_http, wrk: str, seconds: int, pg_url: str) -> dict:
             script.write_text(f"args_tail = {json.dumps(credentials)}\n" + bench_http.EXCHANGE_LUA)
             dsn = bench_http.make_url(deployment.database_url).set(drivername="postgresql").render_as_string(
                 hide_password=False)
-            run_index = 0
-            for workers in (1, 2):
-                for who in ("lbauth", "prototype"):
-                    codes_file = data_dir / f"codes-{who}-{workers}"
-                    for i, thread in enumerate(codes):  # each run redeems codes no other run used
-                        part = thread[run_index * per_run:(run_index + 1) * per_run]
-                        Path(f"{codes_file}-warm.{i}").write_text("\n".join(part[:WARM_CODES]) + "\n")
-                        Path(f"{codes_file}.{i}").write_text("\n".join(part[WARM_CODES:]) + "\n")
-                    run_index += 1
-                    if who == "lbauth":
-                        deployment.workers = workers
-                        deployment.env["LBAUTH_WORKERS"] = str(workers)
-                        deployment.start()
-                        proc, url = deployment.proc, deployment.url
-                    else:
-                        port = bench_http.free_port()
-                        url = f"http://127.0.0.1:{port}"
-                        proc = subprocess.Popen([sys.executable, "-c", PROTOTYPE_SERVER, str(port), str(workers), dsn,
-                                                 str(plan_file)], start_new_session=True)
-                        bench_http.wait_healthy(url + "/healthz", proc)
-                    try:
-                        # Warm: pooled connections opened, statements prepared, caches filled.
-                        bench_http.run_wrk(wrk, url, 1, 32, str(script), [f"{codes_file}-warm"])
-                        results[f"{who}_{workers}w"] = measured(bench_http, wrk, proc, url, seconds, str(script),
-                                                                str(codes_file))
-                    finally:
-                        bench_http.stop(proc)
+            for index, (who, workers) in enumerate(configs * rounds):
+                codes_file = data_dir / f"codes-{index}"
+                for i, thread in enumerate(seed["codes"]):  # each run redeems codes no other run used
+                    part = thread[index * per_run:(index + 1) * per_run]
+                    Path(f"{codes_file}-warm.{i}").write_text("\n".join(part[:WARM_CODES]) + "\n")
+                    Path(f"{codes_file}.{i}").write_text("\n".join(part[WARM_CODES:]) + "\n")
+                if who == "lbauth":
+                    deployment.env["LBAUTH_WORKERS"] = str(workers)
+                    deployment.start()
+                    proc, url = deployment.proc, deployment.url
+                else:
+                    port = bench_http.free_port()
+                    url = f"http://127.0.0.1:{port}"
+                    proc = subprocess.Popen([sys.executable, "-c", PROTOTYPE_SERVER, str(port), str(workers), dsn,
+                                             str(plan_file)], start_new_session=True)
+                    bench_http.wait_healthy(url + "/healthz", proc)
+                try:
+                    # Warm: pooled connections opened, statements prepared, caches filled.
+                    bench_http.run_wrk(wrk, url, 2, 32, str(script), [f"{codes_file}-warm"])
+                    runs[f"{who}_{workers}w"].append(measured(wrk, proc, url, seconds, str(script),
+                                                              str(codes_file)))
+                finally:
+                    bench_http.stop(proc)
         finally:
             bench_http.asyncio.run(deployment.drop_database())
+    results: dict = {"rounds": rounds}
+    for name, found in runs.items():
+        by_rps = sorted(found, key=lambda run: run["rps"])
+        median = dict(by_rps[len(by_rps) // 2])
+        median["cpu_us_per_request"] = sorted(run["cpu_us_per_request"] for run in found)[len(found) // 2]
+        median["non2xx"] = sum(run["non2xx"] for run in found)
+        median["all_rps"] = [run["rps"] for run in found]
+        median["all_cpu_us_per_request"] = [run["cpu_us_per_request"] for run in found]
+        results[name] = median
     for workers in (1, 2):
         ours, theirs = results[f"lbauth_{workers}w"], results[f"prototype_{workers}w"]
         results[f"throughput_ratio_{workers}w"] = round(ours["rps"] / max(theirs["rps"], 1), 2)
         results[f"cpu_ratio_{workers}w"] = round(ours["cpu_us_per_request"] / max(theirs["cpu_us_per_request"], 1), 2)
     for who in ("lbauth", "prototype"):
         results[f"{who}_scaling"] = round(results[f"{who}_2w"]["rps"] / max(results[f"{who}_1w"]["rps"], 1), 2)
+    return results
+
+
+def scaling(wrk: str, seconds: int, pg_url: str, rounds: int = 3) -> dict:
+    """Authorize and refresh on PostgreSQL with 1 and 2 workers, `rounds` times in alternation:
+    the median req/s of each and the speed-up from 1 to 2 workers."""
+    runs: dict[str, list[int]] = {}
+    with tempfile.TemporaryDirectory(prefix="lbauth-bench-scaling-") as tmp:
+        data_dir = Path(tmp)
+        deployment = bench_http.Deployment("postgresql", 1, data_dir, pg_url)
+        bench_http.asyncio.run(deployment.create_database())
+        try:
+            seed = bench_http.asyncio.run(deployment.seed(codes_per_thread=10, openid_codes=False))
+            authorize = data_dir / "authorize.lua"
+            authorize.write_text(
+                "wrk.method = 'POST'\nwrk.headers['Content-Type'] = 'application/json'\n"
+                f"wrk.headers['Authorization'] = 'Bearer {seed['user_token']}'\n"
+                f"wrk.body = {json.dumps(json.dumps({'clientId': seed['client_id'], 'redirectUri': bench_http.REDIRECT, 'scope': ['userinfo'], 'state': 'bench'}))}\n")  # noqa: E501
+            refresh = None
+            for _ in range(rounds):
+                for workers in (1, 2):
+                    deployment.env["LBAUTH_WORKERS"] = str(workers)
+                    deployment.start()
+                    try:
+                        if refresh is None:
+                            refresh = bench_http.refresh_script(data_dir, bench_http.token_set(deployment.url, seed),
+                                                                seed)
+                        for name, path, script in (("authorize", "/api/oauth/authorize/external", authorize),
+                                                   ("refresh", "/api/oauth/token/refresh", refresh)):
+                            url = deployment.url + path
+                            bench_http.run_wrk(wrk, url, 1, 32, str(script))  # warm
+                            run = bench_http.run_wrk(wrk, url, seconds, 32, str(script))
+                            if run["non2xx"]:
+                                raise SystemExit(f"{name}: {run['non2xx']} non-2xx answers")
+                            runs.setdefault(f"{name}_{workers}w", []).append(run["rps"])
+                    finally:
+                        deployment.stop()
+        finally:
+            bench_http.asyncio.run(deployment.drop_database())
+    results: dict = {"rounds": rounds, "runs": runs}
+    for name in ("authorize", "refresh"):
+        one, two = (sorted(runs[f"{name}_{w}w"])[rounds // 2] for w in (1, 2))
+        results[name] = {"rps_1_worker": one, "rps_2_workers": two, "speedup": round(two / max(one, 1), 2)}
     return results

@@ -96,6 +96,28 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
     assert code.resources == []  # a code naming no resource (RFC 8707): never NULL
 
 
+
+async def test_a_code_without_a_transaction_only_under_a_grant_that_already_covers_it(
+        db: Database, granted: Granted) -> None:
+    """The authorization endpoint's one-round-trip path: a code only when the live grant (scopes
+    ["userinfo"]) already holds every scope asked for; otherwise nothing is written and the caller
+    runs the transaction that creates or extends the grant."""
+    def issue(conn: Connection, user_id: str, scopes: list[str], code_hash: str) -> bool:
+        return codes_repo.insert_under_covering_grant(
+            conn, user_id=user_id, app_id=granted.app.id, code_hash=code_hash, redirect_uri="https://app.example/cb",
+            scopes=scopes, challenge=None, now=NOW, expires_at=NOW + 300)
+
+    assert await db.transaction(issue, "usr_nobody", ["userinfo"], "e" * 64, single_statement=True) is False
+    assert await db.transaction(issue, granted.user.id, ["userinfo", "profile"], "f" * 64,
+                                single_statement=True) is False
+    assert await db.read(codes_repo.by_hash, "e" * 64) is None
+    assert await db.read(codes_repo.by_hash, "f" * 64) is None
+
+    assert await db.transaction(issue, granted.user.id, ["userinfo"], "g" * 64, single_statement=True) is True
+    code = await db.read(codes_repo.by_hash, "g" * 64)
+    assert code is not None
+    assert (code.grant_id, code.asu, code.scopes) == (granted.grant_id, granted.asu, ["userinfo"])
+
 # ---- the redemption's rules: the claim and the explanation of a failed claim agree ---------------------
 
 OTHER_CHALLENGE = "A" * 43

@@ -120,7 +120,12 @@ class KeyRing:
                 if key.role == KeyRole.ACCESS_TOKENS:
                     access_alg = key.alg
         jwks = {"keys": [dict(key.public_jwk) for key in keys]}
-        return cls(signers, access_alg, public_keys, jwks, tuple((key.kid, key.state, key.role) for key in keys))
+        return cls(signers, access_alg, public_keys, jwks, cls.version_of(keys))
+
+    @staticmethod
+    def version_of(keys: list[SigningKey]) -> tuple[tuple[str, str, str], ...]:
+        """What tells two rings apart: each key's id, state and role."""
+        return tuple((key.kid, key.state, key.role) for key in keys)
 
 
 def _new_key(alg: str, state: str, master_keys: MasterKeys, now: int,
@@ -177,8 +182,14 @@ async def ensure_keys(db: Database, clock: Clock, master_keys: MasterKeys, acces
     await ensure_active_key(db, clock, master_keys, ID_TOKEN_DEFAULT_ALG)
 
 
-async def load_keyring(db: Database, master_keys: MasterKeys) -> KeyRing:
-    return KeyRing.build(await db.read(repo.published), master_keys)
+async def load_keyring(db: Database, master_keys: MasterKeys, current: KeyRing | None = None) -> KeyRing:
+    """The published keys' ring; `current` itself when no key was added, changed state or role
+    (opening sealed keys and parsing them is most of a reload's cost, and servers reload every
+    few seconds)."""
+    keys = await db.read(repo.published)
+    if current is not None and current.version == KeyRing.version_of(keys):
+        return current
+    return KeyRing.build(keys, master_keys)
 
 
 def key_view(key: SigningKey) -> dict[str, Any]:

@@ -18,7 +18,16 @@ from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql import compiler
 from sqlalchemy.sql.elements import ClauseElement
 
-_PLANS_MAX = 1_000  # compiled statements remembered per connection (SQLAlchemy's own cache holds 500)
+_PLANS_MAX = 1_000  # compiled statements remembered per database (SQLAlchemy's own cache holds 500)
+
+
+class Plans:
+    """The plans of one database's statements, shared by its connections: a PostgreSQL unit of
+    work gets a new `Connection` each time, and a plan is worth making only once."""
+
+    def __init__(self) -> None:
+        self.by_compiled: dict[int, Plan | None] = {}  # id(compiled) -> its plan, None when not ours to run
+        self.constants: dict[int, tuple[Any, tuple[str, ...], Plan]] = {}  # id(statement) -> plan
 
 
 class PlannedConnection(Connection):
@@ -26,11 +35,11 @@ class PlannedConnection(Connection):
     anything else (DDL, textual SQL, Python-side defaults, execution options) through SQLAlchemy."""
 
     def __init__(self, engine: Engine, database: Any) -> None:
-        """`database`: whose `statements` counter counts the statements plans send."""
+        """`database`: its `plans`, and its `statements` counter, which counts what plans send."""
         super().__init__(engine)
         self._database = database
-        self._plans: dict[int, Plan | None] = {}  # id(compiled) -> its plan, None when not ours to run
-        self._constants: dict[int, tuple[Any, tuple[str, ...], Plan]] = {}  # id(statement) -> plan
+        self._plans: dict[int, Plan | None] = database.plans.by_compiled
+        self._constants: dict[int, tuple[Any, tuple[str, ...], Plan]] = database.plans.constants
 
     def send(self, plan: Plan, values: list) -> tuple[list, int]:
         """Run the plan's SQL with these positional values: its rows (empty when it returns

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.util import await_, greenlet_spawn
 
 from lbauth.errors import ServerUnavailable
-from lbauth.storage.db.plans import Plan, PlannedConnection
+from lbauth.storage.db.plans import Plan, PlannedConnection, Plans
 from lbauth.storage.db.unit import (
     READY_TIMEOUT_SECONDS,
     counts_statements,
@@ -117,6 +117,7 @@ class PostgresDatabase:
     def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
+        self.plans = Plans()  # statements sent straight to the driver (storage/db/plans.py)
         self.up = True  # False from a connection failure until the probe reconnects
         self._reached = False  # a connection was made once: only then is losing it news for the log
         self._queue = _Queue(pool_size)
@@ -368,7 +369,7 @@ class UnitConnection(PlannedConnection):
         super().__init__(engine, database)
         fairy = self.connection
         self.adapted: Any = fairy.dbapi_connection  # SQLAlchemy's asyncpg adapter
-        self.driver: asyncpg.Connection = fairy.driver_connection  # type: ignore[assignment]
+        self.driver: asyncpg.Connection = fairy.driver_connection
         cached = fairy.info.get(_PREPARED)
         if cached is None or cached[0] is not self.driver:
             cached = fairy.info[_PREPARED] = (self.driver, {})

@@ -20,7 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from lbauth.errors import ServerUnavailable
-from lbauth.storage.db.plans import Plan, PlannedConnection
+from lbauth.storage.db.plans import Plan, PlannedConnection, Plans
 from lbauth.storage.db.unit import (
     READY_TIMEOUT_SECONDS,
     counts_statements,
@@ -67,6 +67,7 @@ class SQLiteDatabase:
     def __init__(self, url: str, **_pool: Any) -> None:
         self.url = url
         self.statements = 0  # SQL statements sent, for the statement budgets and `make bench`
+        self.plans = Plans()  # statements sent straight to the driver (storage/db/plans.py)
         path = make_url(url).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, update
+from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, text, update
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -66,10 +66,19 @@ _STORED = (insert(refresh_tokens)
 _REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
 _STORE = insert(refresh_tokens)
 
-def _code_from_grant(with_resources: bool) -> ReturningInsert[Any]:
+# The grant already holds every scope asked for (JSON arrays of strings on both databases).
+_COVERS = {
+    "postgresql": "CAST(grants.scopes AS JSONB) @> CAST(:p_scopes AS JSONB)",
+    "sqlite": "NOT EXISTS (SELECT 1 FROM json_each(:p_scopes) AS asked "
+              "WHERE asked.value NOT IN (SELECT held.value FROM json_each(grants.scopes) AS held))",
+}
+
+
+def _code_from_grant(with_resources: bool, covering: str | None = None) -> ReturningInsert[Any]:
     """The code-issuing statement of `insert_from_live_grant`. A request naming no resource (RFC
     8707) leaves the code's `resources` to its default and reads none of the grant's: the hot path
-    stays as it was before resources existed."""
+    stays as it was before resources existed. `covering` (a dialect's name): only under a grant
+    that already holds every scope asked for."""
     columns = ["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
                "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id"]
     values = [_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
@@ -91,7 +100,9 @@ def _code_from_grant(with_resources: bool) -> ReturningInsert[Any]:
                                 (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
                      .join(users, users.c.id == grants.c.user_id)
                      .where(grants.c.user_id == bindparam("p_user_id"), grants.c.app_id == bindparam("p_app_id"),
-                            grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None))
+                            grants.c.revoked_at.is_(None), users.c.disabled_at.is_(None),
+                            *([text(_COVERS[covering]).bindparams(bindparam("p_scopes", type_=JSON))]
+                              if covering else []))
                      # PostgreSQL: a revocation, disable or deletion under way updates one of these rows;
                      # the lock waits for it and then sees its outcome (no code is issued after its
                      # codes were revoked), or makes it wait and then revoke this code too. Locked in
@@ -106,6 +117,7 @@ def _code_from_grant(with_resources: bool) -> ReturningInsert[Any]:
 
 _FROM_GRANT = _code_from_grant(with_resources=False)
 _FROM_GRANT_FOR_RESOURCES = _code_from_grant(with_resources=True)
+_FROM_COVERING_GRANT = {dialect: _code_from_grant(with_resources=False, covering=dialect) for dialect in _COVERS}
 
 
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
@@ -138,6 +150,18 @@ def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_
     else:
         row = conn.execute(_FROM_GRANT, params).first()
     return CodeGrant(*row) if row is not None else None
+
+
+def insert_under_covering_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
+                                scopes: list[str], challenge: str | None, now: int, expires_at: int,
+                                openid: OpenIdDetails | None = None) -> bool:
+    """A code under the user's live grant for the app when that grant already holds every scope
+    asked for, in one statement that needs no transaction around it; False, having changed
+    nothing, otherwise (no live grant, a grant to extend, a disabled or deleted user)."""
+    params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
+              "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
+              **{f"p_{k}": v for k, v in _openid_values(openid).items()}}
+    return conn.execute(_FROM_COVERING_GRANT[conn.dialect.name], params).first() is not None
 
 
 def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,

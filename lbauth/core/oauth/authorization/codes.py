@@ -16,6 +16,13 @@ from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import users as users_repo
 
 
+def _issue_under_covering_grant(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str,
+                                now: int, ttl: int, openid: OpenIdDetails | None) -> bool:
+    return codes_repo.insert_under_covering_grant(
+        conn, user_id=user_id, app_id=request.app.id, code_hash=code_hash, redirect_uri=request.redirect_uri,
+        scopes=list(request.scopes), challenge=request.code_challenge, now=now, expires_at=now + ttl, openid=openid)
+
+
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
            ttl: int, openid: OpenIdDetails | None) -> None:
     app_id = request.app.id
@@ -51,10 +58,14 @@ async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, 
                      openid: OpenIdDetails | None = None) -> str:
     """Create or extend the grant, then issue a code for the requested scopes (for an OpenID
     request, remembering what its ID token will say: contract 15)."""
-    code = opaque.new_secret(opaque.CODE)
+    code, now = opaque.new_secret(opaque.CODE), int(clock.now())
+    code_hash = opaque.digest(code)
+    if not request.resource_uris and await db.transaction(_issue_under_covering_grant, request, user_id, code_hash,
+                                                          now, ttl, openid, single_statement=True):
+        return code  # the common case: one statement, one round trip, no transaction around it
     for attempt in range(3):
         try:
-            await db.transaction(_issue, request, user_id, opaque.digest(code), int(clock.now()), ttl, openid)
+            await db.transaction(_issue, request, user_id, code_hash, now, ttl, openid)
             return code
         except Duplicate:
             # A concurrent approval created the grant or subject first: run again and extend it.
