@@ -73,7 +73,7 @@ def freshness_seconds(headers: HTTPHeaders, now: float) -> int:
         return 0
     match = _MAX_AGE.search(cache_control)
     if match:
-        lifetime = int(match.group(1))
+        lifetime = _seconds(match.group(1))
     else:
         expires = _http_date(headers.get("Expires"))
         if expires is None:
@@ -81,8 +81,14 @@ def freshness_seconds(headers: HTTPHeaders, now: float) -> int:
         lifetime = int(expires - (_http_date(headers.get("Date")) or now))
     age = headers.get("Age", "").strip()
     if age.isdigit():
-        lifetime -= int(age)
+        lifetime -= _seconds(age)
     return max(0, min(lifetime, MAX_CACHE_SECONDS))
+
+
+def _seconds(digits: str) -> int:
+    """A delta-seconds value; RFC 9111 1.2.2: one too large to represent counts as 2^31 (and a
+    number of 5,000 digits is not parsed at all)."""
+    return int(digits) if len(digits) <= 10 else 2**31
 
 
 def _http_date(value: str | None) -> float | None:

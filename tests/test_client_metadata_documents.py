@@ -388,6 +388,26 @@ def test_freshness_from_the_answers_headers() -> None:
     assert lifetime(Expires="0", Date="Thu, 01 Jan 2026 00:00:00 GMT") == 0
     assert lifetime(Cache_Control="max-age=60", Expires="Thu, 01 Jan 2026 01:00:00 GMT",
                     Date="Thu, 01 Jan 2026 00:00:00 GMT") == 60
+    # Numbers too long to parse (Python refuses 4,300 digits and more) count as very large.
+    assert lifetime(Cache_Control="max-age=" + "9" * 5000) == 86400
+    assert lifetime(Cache_Control="max-age=600", Age="9" * 5000) == 0
+
+
+async def test_a_document_with_a_huge_max_age_is_cached_for_24_hours(dev: TestServer, site: Site) -> None:
+    """A `max-age` of 5,000 digits was a 500 with a traceback."""
+    url = site.publish("huge.json", document(), headers={"Cache-Control": "max-age=" + "9" * 5000})
+    await accepted(dev, url)
+    await accepted(dev, url)
+    assert site.hits["huge.json"] == 1
+
+
+@pytest.mark.parametrize("client_id", ["https://a%EF%BC%8Fb/x", "https://agent.example%EF%BC%9A8443/x"])
+async def test_a_client_id_whose_host_changes_under_nfkc_is_a_400(dev: TestServer, client_id: str) -> None:
+    """`urlsplit` raises ValueError for such hosts: it was a 500 with a traceback."""
+    page = await PageSession(dev).get(
+        f"/oauth/?response_type=code&client_id={client_id}&redirect_uri={CALLBACK}&scope=userinfo"
+        f"&code_challenge={pkce_pair()[1]}&code_challenge_method=S256")
+    assert page.status == 400, (page.status, page.text[:300])
 
 
 # ---- the rules as tables -----------------------------------------------------------------------------------
@@ -414,6 +434,8 @@ def test_freshness_from_the_answers_headers() -> None:
     ("http://localhost.evil.example:8080/client", False, False),
     ("cid_0123456789", False, False),
     ("https://agent.example/cli ent", False, False),
+    ("https://agent\uff0fexample/client", False, False),  # a host that changes under NFKC
+    ("https://agent.example\uff1a8443/client", False, False),
 ])
 def test_which_client_ids_name_a_document(client_id: str, production: bool, development: bool) -> None:
     assert is_document_url(client_id, development=False) is production

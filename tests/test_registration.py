@@ -149,10 +149,33 @@ async def test_a_registered_confidential_client_completes_the_code_flow(open_ser
     "javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "https://agent.example/cb#frag",
     "http://localhost:3000/cb#x", "ftp://agent.example/cb", "myapp:/cb", "http://agent.example/cb",
     "com.example.app://host/cb", "", "/relative",
+    "https://agent\uff0fexample/cb",  # a host that changes under NFKC: was a 500
+    "https://@agent.example/cb", "https://user@agent.example/cb",  # user-info, even empty
 ])
 async def test_a_bad_redirect_uri_is_invalid_redirect_uri(open_server, uri):
     r = await register(open_server, {"redirect_uris": ["https://agent.example/ok", uri]})
     assert_rfc7591_error(r, 400, "invalid_redirect_uri")
+
+
+@pytest.mark.parametrize(("uri", "shown", "not_shown"), [
+    ("https://\u0430pple.example/cb", "xn--pple-43d.example", "\u0430pple"),  # a Cyrillic a
+    ("com.evil.app:/cb", "com.evil.app:", None),  # a private-use URI has no host: its scheme is shown
+    ("https://agent.example:8443/cb", "agent.example:8443", None),
+])
+async def test_the_consent_page_names_the_host_the_browser_will_reach(open_server, uri, shown, not_shown):
+    """A self-registered app's "Its codes go to": the punycode host, so that a look-alike name
+    cannot pass for another; the scheme of a native app's URI (it showed an empty host)."""
+    info = (await register(open_server, {"redirect_uris": [uri], "token_endpoint_auth_method": "none"})).json
+    user = await open_server.create_user()
+    verifier, challenge = pkce_pair()
+    params = front_params(info["client_id"], uri, code_challenge=challenge, code_challenge_method="S256")
+    browser = PageSession(open_server)
+    await browser.open_logged_in(oauth_url(params), user["email"], user["password"])
+    page = await browser.get(oauth_url(params))  # signed in (a non-ASCII host is not followed from sign-in)
+    assert page.status == 200 and page.consent_form() is not None, page.text[:300]
+    assert f"Its codes go to {shown}" in page.text
+    if not_shown:
+        assert not_shown not in page.text
 
 
 @pytest.mark.parametrize("redirect_uris", [None, [], "https://agent.example/cb", [42]])

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from lbauth.clock import Clock
 from lbauth.core import scopes as scopes_mod
+from lbauth.core import urls
 from lbauth.errors import Conflict, NotFound, TargetInvalid, ValidationFailed
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
@@ -42,7 +42,8 @@ async def add_resource(db: Database, clock: Clock, uri: str, *, name: str | None
                        scopes: Sequence[str] | None = None) -> dict[str, Any]:
     """Register a resource; one that exists already under any spelling of its URI is a Conflict."""
     normalized = _checked_uri(uri)
-    name = (name if name is not None else (urlsplit(uri).hostname or uri)).strip()
+    parts = urls.split(uri)
+    name = (name if name is not None else ((parts.hostname if parts is not None else None) or uri)).strip()
     if not name or len(name) > MAX_NAME or not name.isprintable():
         raise ValidationFailed(f"The name must be 1 to {MAX_NAME} printable characters.")
     allowed = list(scopes_mod.validate(scopes)) if scopes else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import SplitResult, urlencode, urlsplit
 
 from lbauth.errors import ValidationFailed
 
@@ -18,6 +18,39 @@ _CSP_HOST = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)*")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
 # RFC 8252 7.1: a native app's private-use scheme is a reversed domain name, so it has a dot.
 _PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9+-]*(?:\.[a-z0-9+-]+)+")
+
+
+def split(url: str) -> SplitResult | None:
+    """`urlsplit`, or None for a URL it refuses: a host that changes under NFKC normalization (a
+    full-width `/`), a malformed IPv6 literal. Callers answer 400 for those, never 500."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
+def display_host(uri: str) -> str:
+    """What a consent page names as where a redirect URI sends the code: the host as the browser
+    will reach it (an internationalized name in its ASCII, punycode form, so that a Cyrillic
+    `\u0430pple.com` cannot pass for apple.com), with its port; a native app's private-use URI by
+    its scheme (`com.example.app:`), which the device hands to the app that claimed it."""
+    parts = split(uri)
+    if parts is None:
+        return uri
+    if parts.scheme not in ("http", "https"):
+        return f"{parts.scheme}:"
+    host = parts.hostname or ""
+    try:
+        host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        pass
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if ":" in host:
+        host = f"[{host}]"
+    return host + (f":{port}" if port is not None else "")
 
 
 def is_loopback_redirect(uri: str) -> bool:
@@ -66,7 +99,9 @@ def form_action_source(uri: str) -> str | None:
     for the `form-action` of a page whose form ends at that redirect URI (contract 5). None when no
     host-source can name it: a private-use scheme (a bare `scheme:` source is refused: it would
     admit every URI of the scheme) or an IPv6 literal, which CSP's grammar has no room for."""
-    parts = urlsplit(uri)
+    parts = split(uri)
+    if parts is None:
+        return None
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https") or parts.username is not None or not _CSP_HOST.fullmatch(host):
         return None
@@ -82,12 +117,16 @@ def check_redirect_uri(uri: str, *, development: bool) -> str:
     it is a loopback address, a native app's private-use scheme, or the server runs in development."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URL_LENGTH or _UNSAFE.search(uri):
         raise ValidationFailed("redirect URI must be a URL without spaces or control characters")
-    parts = urlsplit(uri)
+    parts = split(uri)
+    if parts is None:
+        raise ValidationFailed("redirect URI is not a valid URL (its host changes under Unicode normalization)")
     if parts.fragment or "#" in uri:
         raise ValidationFailed("redirect URI must not contain a fragment (RFC 6749 3.1.2)")
-    if parts.scheme == "https" and parts.hostname and not parts.username:
+    if "@" in parts.netloc:  # user-info, even empty (`https://@good.example/cb`), misleads a reader
+        raise ValidationFailed("redirect URI must not contain user-info (a name or an @ before the host)")
+    if parts.scheme == "https" and parts.hostname:
         return uri
-    if parts.scheme == "http" and parts.hostname and not parts.username:
+    if parts.scheme == "http" and parts.hostname:
         if is_loopback_redirect(uri) or parts.hostname == "::1" or development:
             return uri
         raise ValidationFailed("redirect URI must use https (http is allowed only for localhost)")
@@ -102,8 +141,9 @@ def check_webhook_url(url: str, *, development: bool) -> str:
     address a name resolves to is checked again at every delivery."""
     if not isinstance(url, str) or len(url) > MAX_URL_LENGTH or _UNSAFE.search(url):
         raise ValidationFailed("webhook URL must be a URL without spaces or control characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.fragment:
+    parts = split(url)
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc \
+            or parts.fragment:
         raise ValidationFailed("webhook URL must be an absolute http(s) URL without user-info or fragment")
     if development:
         return url

@@ -10,7 +10,7 @@ which pages it may show (none, with prompt=none).
 
 from __future__ import annotations
 
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from lbauth.core import scopes, urls
 from lbauth.core.oauth.authorization.decisions import CodeIssued, Consent, ErrorRedirect, SelectAccount, SignIn
@@ -69,7 +69,7 @@ class AuthorizePage(PageHandler):
             hidden.append(("nonce", request.nonce))
         self.render_page("consent.html", app=request.app, request=request, registered_by=_registered_by(request.app),
                          scopes=[(name, scopes.SCOPES[name]) for name in request.scopes], resources=request.resources,
-                         hidden=hidden, redirect_host=urlsplit(request.redirect_uri).netloc)
+                         hidden=hidden, redirect_host=urls.display_host(request.redirect_uri))
 
     def send_to_client(self, redirect_uri: str, params: dict[str, str | None]) -> None:
         """302 after a GET, 303 after a POST: never 307, which would re-POST the form (RFC 9700 4.11).
@@ -93,7 +93,7 @@ def _registered_by(app: App) -> dict[str, str | None] | None:
     metadata = app.client_metadata or {}
     client_uri = metadata.get("client_uri")
     return {"kind": app.registration,
-            "client_id_host": urlsplit(app.client_id).hostname if app.registration == Registration.DOCUMENT else None,
+            "client_id_host": urls.display_host(app.client_id) if app.registration == Registration.DOCUMENT else None,
             "client_uri": client_uri if isinstance(client_uri, str) and client_uri.startswith(("https://", "http://"))
             else None}
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from lbauth.core import scopes, urls
 from lbauth.core.crypto import opaque
@@ -184,8 +183,8 @@ def _web_url(name: str, value: Any, intake: Intake) -> str | None:
         if not isinstance(value, str) or "#" in value or len(value) > urls.MAX_URL_LENGTH \
                 or not value.isprintable() or " " in value:
             raise ValueError(name)
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username is not None:
+        parts = urls.split(value)
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
             raise ValueError(name)
     except ValueError:
         raise MetadataRefused(name, "must be an absolute http(s) URL without a fragment") from None

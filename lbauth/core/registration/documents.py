@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from lbauth.clock import Clock
+from lbauth.core import urls
 from lbauth.core.clients import metadata
 from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.errors import ClientDocumentInvalid
@@ -58,7 +59,9 @@ def is_document_url(client_id: Any, *, development: bool) -> bool:
     if not isinstance(client_id, str) or len(client_id) > MAX_URL_LENGTH or not client_id.isprintable() \
             or " " in client_id or "\\" in client_id or "#" in client_id:
         return False
-    parts = urlsplit(client_id)
+    parts = urls.split(client_id)
+    if parts is None:
+        return False
     try:
         port = parts.port
     except ValueError:
@@ -75,7 +78,8 @@ def is_document_url(client_id: Any, *, development: bool) -> bool:
 
 def intake(url: str, *, development: bool, grant_types: tuple[str, ...] = DEFAULT_GRANT_TYPES) -> metadata.Intake:
     """A document's client: public only, named by the URL's host when it gives no `client_name`."""
-    host = urlsplit(url).hostname or url
+    parts = urls.split(url)
+    host = (parts.hostname if parts is not None else None) or url
     return metadata.Intake(Registration.DOCUMENT, auth_methods=(PUBLIC_CLIENT_METHOD,),
                            default_auth_method=PUBLIC_CLIENT_METHOD, grant_types=grant_types,
                            development=development, default_name=host[:metadata.MAX_NAME])

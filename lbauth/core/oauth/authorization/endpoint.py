@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from lbauth.clock import Clock
 from lbauth.core import resources, scopes, urls
@@ -152,8 +152,8 @@ class AuthorizationEndpoint:
         """The redirect URI that a path on this server (a sign-in page's `next`) leads to: for
         `/oauth/?...` with a known client and a redirect URI it may use, that URI; otherwise None, so
         that an attacker-chosen `next` earns no origin in a page's `form-action` (contract 5)."""
-        parts = urlsplit(target)
-        if parts.path not in ("/oauth", "/oauth/"):
+        parts = urls.split(target)
+        if parts is None or parts.path not in ("/oauth", "/oauth/"):
             return None
         params = parse_qs(parts.query, keep_blank_values=True)
         client_ids, redirect_uris = params.get("client_id", []), params.get("redirect_uri", [])
