@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from lbauth.clock import FrozenClock
+from lbauth.core.ratelimit import RateLimiter
+from lbauth.errors import RateLimited
 from lbauth.settings import SettingsError
 from lbauth.settings import load as load_settings
 from tests.conftest import start_server
@@ -77,3 +80,50 @@ def test_the_setting_takes_on_off_or_overrides():
         ("login-account", 5, 60),)
     with pytest.raises(SettingsError, match="--rate-limits"):
         load_settings({"rate_limits": "logins=5"}, environ={})
+
+
+# ---- the limiter's memory under a flood of made-up keys ----------------------------------------------------
+
+def _limiter(**limits: tuple[int, int]) -> RateLimiter:
+    limiter = RateLimiter(FrozenClock(1_000_000), tuple((kind, n, s) for kind, (n, s) in limits.items()))
+    limiter.MAX_KEYS = 1_000  # the server's bound is 100,000; the behaviour at the bound is the same
+    return limiter
+
+
+def _refused(limiter: RateLimiter, kind: str, subject: str) -> bool:
+    try:
+        limiter.hit(kind, subject)
+    except RateLimited:
+        return True
+    return False
+
+
+def test_a_flood_of_made_up_client_ids_and_addresses_does_not_reset_password_guesses():
+    """Client ids and IPv6 addresses are anyone's to invent: filling the limiter with them once
+    emptied it, password-guess counts included."""
+    limiter = _limiter(**{"login-account": (3, 60)})
+    assert [_refused(limiter, "login-account", "victim@example.com") for _ in range(3)] == [False] * 3
+    for n in range(3_000):
+        _refused(limiter, "token-client", f"cid_made_up_{n}")
+        _refused(limiter, "login-address", f"2001:db8:{n:x}::1")
+    assert _refused(limiter, "login-account", "victim@example.com")
+
+
+def test_a_full_table_forgets_the_least_recently_counted_subject_first():
+    limiter = _limiter(**{"login-account": (3, 60)})
+    for _ in range(3):
+        limiter.hit("login-account", "victim@example.com")
+    for n in range(999):  # the table is now full: 1,000 subjects
+        limiter.hit("login-account", f"other-{n}@example.com")
+    assert _refused(limiter, "login-account", "victim@example.com")  # counted last: still known
+    for n in range(999, 1_999):  # 1,000 new subjects push out every older one, one at a time
+        limiter.hit("login-account", f"other-{n}@example.com")
+    assert not _refused(limiter, "login-account", "victim@example.com")
+
+
+def test_ipv6_addresses_are_counted_per_64_and_ipv4_mapped_ones_as_ipv4():
+    limiter = _limiter(**{"login-address": (4, 60)})
+    assert [_refused(limiter, "login-address", f"2001:db8:1:2::{n:x}") for n in range(1, 6)] == [False] * 4 + [True]
+    assert not _refused(limiter, "login-address", "2001:db8:1:3::1")  # the next /64 is someone else
+    assert [_refused(limiter, "login-address", a) for a in ("192.0.2.7", "::ffff:192.0.2.7", "192.0.2.7",
+                                                            "::ffff:192.0.2.7", "192.0.2.7")] == [False] * 4 + [True]

@@ -10,6 +10,7 @@ each counts on its own, so the effective limit is at most `workers` times the on
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from dataclasses import dataclass
 
@@ -35,8 +36,27 @@ LIMITS = {
 }
 
 
+def address_subject(address: str) -> str:
+    """What an address limit counts: an IPv4 address, or an IPv6 address's /64, the block one
+    subscriber usually holds whole (one host can take any of its 2^64 addresses)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 class RateLimiter:
-    MAX_KEYS = 100_000  # beyond this, windows that have ended are dropped first
+    """Counts per kind of limit, each kind in its own table of at most MAX_KEYS subjects, so a
+    flood of one kind (client ids, which anyone may make up) never pushes out another (an account's
+    password guesses). A full table forgets its least recently counted subject, one at a time:
+    a flood empties nothing at once."""
+
+    MAX_KEYS = 100_000
 
     def __init__(self, clock: Clock, setting: bool | tuple[tuple[str, int, int], ...] = True) -> None:
         """`setting` is Settings.rate_limits: on, off, or (kind, requests, seconds) overrides."""
@@ -44,7 +64,8 @@ class RateLimiter:
         self.limits = dict(LIMITS)
         if isinstance(setting, tuple):
             self.limits.update({kind: Limit(requests, seconds) for kind, requests, seconds in setting})
-        self._windows: dict[tuple[str, str], tuple[int, int]] = {}  # key -> (window index, count)
+        # kind -> subject -> (window index, count), least recently counted first
+        self._windows: dict[str, dict[str, tuple[int, int]]] = {kind: {} for kind in self.limits}
 
     def hit(self, kind: str, subject: str) -> None:
         """Count one request against `kind`'s limit for `subject`; RateLimited when over it."""
@@ -53,16 +74,13 @@ class RateLimiter:
         limit = self.limits[kind]
         now = self.clock.now()
         window = int(now // limit.window_seconds)
-        key = (kind, subject.lower())
-        current, count = self._windows.get(key, (window, 0))
+        subject = address_subject(subject) if kind.endswith("-address") else subject.lower()
+        table = self._windows[kind]
+        current, count = table.pop(subject, (window, 0))
         count = count + 1 if current == window else 1
-        if len(self._windows) >= self.MAX_KEYS and key not in self._windows:
-            self._prune(now)
-        self._windows[key] = (window, count)
+        if len(table) >= self.MAX_KEYS:
+            del table[next(iter(table))]
+        table[subject] = (window, count)
         if count > limit.requests:
             retry_after = max(1, math.ceil((window + 1) * limit.window_seconds - now))
             raise RateLimited(headers={"Retry-After": str(retry_after)})
-
-    def _prune(self, now: float) -> None:
-        live = {k: v for k, v in self._windows.items() if v[0] == int(now // self.limits[k[0]].window_seconds)}
-        self._windows = live if len(live) < self.MAX_KEYS else {}
