@@ -52,7 +52,8 @@ class Client:
 
     async def request(self, method: str, path: str, *, json_body: Any = None, form: Any = None,
                       body: bytes | str | None = None, headers: dict[str, str] | None = None,
-                      bearer: str | None = None, timeout: float = 20) -> Response:
+                      bearer: str | None = None, timeout: float = 20, source: str | None = None) -> Response:
+        """`source`: the local address to send from (127.0.0.2 and the like: another caller)."""
         headers = dict(headers or {})
         if json_body is not None:
             body = json.dumps(json_body)
@@ -66,7 +67,7 @@ class Client:
             body = b""
         url = path if path.startswith("http") else self.base_url + path
         request = HTTPRequest(url, method=method, headers=headers, body=body, follow_redirects=False,
-                              request_timeout=timeout, allow_nonstandard_methods=True)
+                              request_timeout=timeout, allow_nonstandard_methods=True, network_interface=source)
         response = await self._http.fetch(request, raise_error=False)
         if response.code == 599:
             raise response.error  # type: ignore[misc]

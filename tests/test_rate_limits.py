@@ -127,3 +127,15 @@ def test_ipv6_addresses_are_counted_per_64_and_ipv4_mapped_ones_as_ipv4():
     assert not _refused(limiter, "login-address", "2001:db8:1:3::1")  # the next /64 is someone else
     assert [_refused(limiter, "login-address", a) for a in ("192.0.2.7", "::ffff:192.0.2.7", "192.0.2.7",
                                                             "::ffff:192.0.2.7", "192.0.2.7")] == [False] * 4 + [True]
+
+
+async def test_junk_requests_naming_a_client_do_not_hold_back_its_real_users(limited):
+    """The per-client count is taken before the client is authenticated (a public client never
+    is): a caller sending junk in a client's name is limited, from its own address only."""
+    s = await full_setup(limited)
+    tokens = await tokens_for(limited, s)
+    junk = [(await limited.client.post("/api/oauth/token/refresh", source="127.0.0.2", form={
+        "grant_type": "refresh_token", "refresh_token": "lba_rt_junk", "client_id": s.client_id,
+        "client_secret": "wrong"})).status for _ in range(6)]
+    assert junk == [401] * 5 + [429]
+    assert (await refresh(limited, tokens["refreshToken"], s.client_id, s.client_secret)).status == 200

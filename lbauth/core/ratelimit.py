@@ -1,7 +1,7 @@
 """Rate limits (issue 7, RFC 9700 4.x brute-force guidance): fixed windows counted per key, in
 memory, per process, on the injected clock.
 
-Keys name what is limited: ("token-client", client_id), ("token-address", ip),
+Keys name what is limited: ("token-client", client_id and the caller's address), ("token-address", ip),
 ("login-account", email), ("login-address", ip), ("register-address", ip) (RFC 7591 registration
 and RFC 7592 reads and deletes, contract 17). A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 import tornado.web
 
 from lbauth import logs
+from lbauth.core.ratelimit import address_subject
 from lbauth.errors import (
     BearerTokenError,
     FormExpired,
@@ -228,9 +229,12 @@ class BaseHandler(tornado.web.RequestHandler):
                 raise ValidationFailed(f"{name} must be sent in the request body, not in the query string")
 
     def limit_token_request(self, client_id: str) -> None:
-        """Rate limits of the token endpoints: per client and per source address (429)."""
-        self.services.rate_limits.hit("token-address", self.request.remote_ip or "")
-        self.services.rate_limits.hit("token-client", client_id)
+        """Rate limits of the token endpoints: per source address, and per client from that address
+        (429). Not per client alone: the client id is counted before the client is authenticated
+        (a public client never is), so anyone naming it would hold back its real users."""
+        address = self.request.remote_ip or ""
+        self.services.rate_limits.hit("token-address", address)
+        self.services.rate_limits.hit("token-client", f"{client_id} from {address_subject(address)}")
 
     def user_agent(self) -> str:
         """For the session list (contract 16: the first 200 characters)."""
