@@ -27,6 +27,7 @@ from lbauth.clock import Clock, SystemClock
 from lbauth.core.crypto.keys import KeyRing, ensure_keys, load_keyring
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.delivery import Deliverer
+from lbauth.handlers.base import REQUEST_READ
 from lbauth.services import Services
 from lbauth.settings import Settings
 from lbauth.storage import migrate
@@ -144,6 +145,7 @@ class _BodyTimer(httputil.HTTPMessageDelegate):
                          headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
         if "Content-Length" in headers or "Transfer-Encoding" in headers:  # a body follows
             self.timer = asyncio.get_running_loop().call_later(BODY_TIMEOUT_SECONDS, self._expired)
+        setattr(self.connection, REQUEST_READ, False)
         return self.delegate.headers_received(start_line, headers)
 
     def data_received(self, chunk: bytes) -> Awaitable[None] | None:
@@ -151,6 +153,7 @@ class _BodyTimer(httputil.HTTPMessageDelegate):
 
     def finish(self) -> None:  # the body has been read
         self._cancel()
+        setattr(self.connection, REQUEST_READ, True)
         self.delegate.finish()
 
     def on_connection_close(self) -> None:

@@ -3,6 +3,8 @@ when the database goes away."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -66,3 +68,47 @@ async def test_database_outage_answers_503_then_recovers(server, database_url):
     assert (await server.client.get("/readyz")).status == 200
     token = await server.login(user["email"], user["password"])
     assert token.startswith("lba_ut_")
+
+
+async def _two_requests_on_one_connection(server, first: bytes) -> tuple[str, list[str], bytes]:
+    """`first`, then `GET /healthz`, on one keep-alive connection: the first answer's status line
+    and headers, and what came back for the second (b"" when the server closed the connection)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.running.port)
+    try:
+        writer.write(first)
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)).decode("latin-1").split("\r\n")
+        length = next(int(line.split(":", 1)[1]) for line in head if line.lower().startswith("content-length:"))
+        await asyncio.wait_for(reader.readexactly(length), 10)
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: lbauth\r\n\r\n")
+            await writer.drain()
+            second = await asyncio.wait_for(reader.read(65536), 10)
+        except ConnectionError:
+            second = b""
+        return head[0], head[1:], second
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("first", [
+    b"GET /oauth%00 HTTP/1.1\r\nHost: lbauth\r\n\r\n",
+    b"POST /account/apps%00 HTTP/1.1\r\nHost: lbauth\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+    b"Content-Length: 3\r\n\r\na=b",
+    b"POST /api/auth/login HTTP/1.1\r\nHost: lbauth\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 99999999\r\n\r\n{}",
+], ids=["nul-in-path", "nul-in-page-path", "declared-too-large"])
+async def test_an_answer_before_the_request_is_read_announces_the_close(server, first):
+    """Tornado closes a connection whose request it answered before reading it whole; a client
+    told nothing would send its next request into the closed connection (RFC 9112 9.6)."""
+    status, headers, second = await _two_requests_on_one_connection(server, first)
+    assert status.split(" ")[1] in ("400", "413")
+    assert "connection: close" in [h.lower() for h in headers]
+    assert second == b""
+
+
+async def test_keep_alive_survives_an_ordinary_error(server):
+    """A 401 after the whole request was read keeps the connection: the next request is answered."""
+    status, headers, second = await _two_requests_on_one_connection(
+        server, b"GET /api/auth/me HTTP/1.1\r\nHost: lbauth\r\n\r\n")
+    assert status.split(" ")[1] == "401" and "connection: close" not in [h.lower() for h in headers]
+    assert second.startswith(b"HTTP/1.1 200 ")

@@ -11,6 +11,7 @@ import logging
 import re
 import secrets
 import sys
+from asyncio import Future
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -38,6 +39,11 @@ log = logging.getLogger("lbauth.http")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _FORM = "application/x-www-form-urlencoded"
 _MAX_FIELDS = 100
+
+
+# Set on the HTTP connection by lbauth.server's BodyDeadline: False from a request's headers until
+# its body has been read.
+REQUEST_READ = "lbauth_request_read"
 
 
 @tornado.web.stream_request_body
@@ -103,6 +109,14 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def on_finish(self) -> None:
         logs.request_id.set(None)
+
+    def finish(self, chunk: str | bytes | dict | None = None) -> Future[None]:
+        """An answer given before the request was read in full (an error found in its headers)
+        ends the connection: Tornado closes it rather than read the rest. Say so (RFC 9112 9.6),
+        so that a keep-alive client sends its next request on a new connection."""
+        if getattr(self.request.connection, REQUEST_READ, True) is False:
+            self.set_header("Connection", "close")
+        return super().finish(chunk)
 
     # ---- responses --------------------------------------------------------------------------------
 
