@@ -13,6 +13,7 @@ subCode."""
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from urllib.parse import urlsplit
@@ -526,3 +527,20 @@ async def test_the_account_pages_link_to_each_other(server):
         assert {ACCOUNT, SESSIONS, "/account/apps"} <= links, (path, links)
         assert has_form_to(page, "/logout"), path
     assert DELETE in link_paths(await browser.get(ACCOUNT))
+
+
+async def test_the_browser_cookie_is_no_api_credential(server):
+    """The session cookie names a browser session: the credential inside it (Tornado signs the
+    cookie, it does not encrypt it) is refused by every user-token endpoint."""
+    s = await full_setup(server)
+    browser, _ = await account_page(server, s)
+    signed = browser.cookies["lbauth_session"].value.strip('"')
+    # Tornado's signed value, version 2: 2|1:0|10:<time>|14:lbauth_session|<n>:<base64 value>|<signature>
+    inside = base64.b64decode(signed.split("|")[4].split(":", 1)[1]).decode()
+    assert inside.startswith("lba_ut_")
+    for path in ("/api/account/profile", "/api/account/sessions"):
+        (await server.client.get(path, bearer=inside)).assert_error(401, "oauth2.token.invalid")
+    (await server.client.post("/api/oauth/authorize/external", bearer=inside, json={
+        "clientId": s.client_id, "redirectUri": s.redirect_uri, "scope": ["userinfo"]})).assert_error(
+        401, "oauth2.token.invalid")
+    assert (await browser.get(ACCOUNT)).login_form() is None  # and it still works where it belongs

@@ -75,7 +75,7 @@ class PageHandler(BaseHandler):
         token = self.session_token()
         if token:
             try:
-                self.session = await self.services.accounts.sessions.check(token.decode())
+                self.session = await self.services.accounts.sessions.check(token.decode(), kind=BROWSER)
             except BearerTokenError:  # ended (contract 16: a copied cookie stops working), expired, unknown
                 self.clear_cookie(SESSION_COOKIE)
                 return

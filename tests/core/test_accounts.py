@@ -55,7 +55,7 @@ async def ada(services: Services) -> User:
 async def signed_in(accounts: Accounts, user: User, password: str = PASSWORD, kind: str = API,
                     user_agent: str = "") -> tuple[str, SignedIn]:
     new = await accounts.sign_in(user.email, password, kind=kind, user_agent=user_agent, ip_address="127.0.0.1")
-    return new.token, await accounts.sessions.check(new.token)
+    return new.token, await accounts.sessions.check(new.token, kind=kind)
 
 
 # ---- passwords (contract 3: account.password.weak) ---------------------------------------------------------
@@ -114,8 +114,10 @@ async def test_an_email_is_taken_once(services, ada):
 async def test_signing_in_opens_a_session_its_token_proves(accounts, ada):
     new = await accounts.sign_in("ADA@example.com", PASSWORD, kind=BROWSER, user_agent="x" * 300, ip_address="::1")
     assert new.token.startswith("lba_ut_") and new.expires_in == TTL
-    me = await accounts.sessions.check(new.token)
+    me = await accounts.sessions.check(new.token, kind=BROWSER)
     assert (me.user.id, me.session.id, me.session.kind) == (ada.id, new.session_id, BROWSER)
+    with pytest.raises(errors.TokenInvalid):  # a browser session's credential is no API user token
+        await accounts.sessions.check(new.token)
     assert (len(me.session.user_agent), me.session.ip_address) == (200, "::1")
     assert me.session.expires_at == START_TIME + TTL
 

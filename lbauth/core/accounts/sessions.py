@@ -112,9 +112,11 @@ class Sessions:
         if entry.user_id is not None:
             self.users.forget(entry.user_id)
 
-    async def check(self, token: str) -> SignedIn:
+    async def check(self, token: str, kind: str = API) -> SignedIn:
         """The live session a credential names, and its user; TokenInvalid, TokenExpired, or
-        TokenRevoked for an ended session (contract 16)."""
+        TokenRevoked for an ended session (contract 16). Only a session of `kind`: the browser
+        cookie's credential is no API user token, so a value copied out of a cookie (or a
+        cookie jar) never works as a bearer token."""
         if not opaque.has_prefix(token, opaque.USER_TOKEN):
             raise errors.TokenInvalid("A user token (from POST /api/auth/login) is required.")
         key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
@@ -123,6 +125,9 @@ class Sessions:
         user = self.users.get(session.user_id) if session is not None else None
         if session is None or user is None:
             session, user = await self._load(key, token)
+        if session.kind != kind:
+            raise errors.TokenInvalid("A user token (from POST /api/auth/login) is required." if kind == API
+                                      else "This is not a browser session.")
         if session.expires_at <= now:
             raise errors.TokenExpired("The user token has expired; sign in again.")
         if now - session.last_used_at >= self.LAST_USED_EVERY:
