@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from lbauth import demo, logs
+from lbauth import __version__, demo, logs
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
 from lbauth.core import resources
@@ -243,6 +243,10 @@ def cmd_keys_new_master_key(args: argparse.Namespace, settings: Settings) -> dic
 
 
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> dict | None:
+    if not settings.development:
+        raise CommandError("demo creates a user whose password is printed and published in the README: "
+                           "it runs in development only (LBAUTH_ENV=development)")
+
     async def work(db: Database) -> dict:
         return await demo.ensure_demo(db, SystemClock(), await master_keys_for(db, settings), settings)
     result = await with_database(settings, work)
@@ -273,6 +277,7 @@ def _settings_flags() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _settings_flags()
     parser = argparse.ArgumentParser(prog="lbauth", description="lbauth: OAuth2 authorization and token service")
+    parser.add_argument("--version", action="version", version=f"lbauth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(parent: Any, name: str, handler: Command, help_text: str) -> argparse.ArgumentParser:

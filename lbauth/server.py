@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -180,7 +181,13 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     server = tornado.httpserver.HTTPServer(BodyDeadline(app), max_body_size=settings.max_body_bytes,
                                            idle_connection_timeout=60)
     if sockets is None:
-        sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
+        try:
+            sockets = tornado.netutil.bind_sockets(settings.port, settings.host, reuse_port=settings.workers > 1)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(exc.errno, f"{settings.host}:{settings.port} is already in use (another lbauth?); choose "
+                                     "another port with LBAUTH_PORT or --port") from exc
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -202,3 +203,29 @@ async def test_serve_refuses_a_database_sealed_under_a_master_key_it_lacks(tmp_p
     second.mkdir()
     server = await ServerProcess(database_url, second, master_key=both).start()
     server.stop()
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == "lbauth 0.1.0", result
+
+
+def test_demo_refuses_to_run_in_production(tmp_path, database_url):
+    """The demo user's password is printed and published: never on a production server."""
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data"), "LBAUTH_ENV": "production"}
+    result = run_cli("demo", env=env)
+    assert result.returncode == 1 and result.stdout == ""
+    assert "development only" in result.stderr and "LBAUTH_ENV=development" in result.stderr
+    users = run_cli("users", "list", "--json", env=env)
+    assert users.returncode == 0 and json.loads(users.stdout) == [], users  # nothing was created
+
+
+def test_a_port_in_use_is_named_with_the_setting_that_moves_it(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", env={"LBAUTH_DATA_DIR": str(tmp_path / "data"), "LBAUTH_ENV": "development",
+                                       "LBAUTH_PORT": str(port), "LBAUTH_HOST": "127.0.0.1"}, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port} is already in use" in result.stderr and "LBAUTH_PORT" in result.stderr, result.stderr
