@@ -219,7 +219,10 @@ async def test_exchange_refuses_a_json_body(server):
         "grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
         "client_id": s.client_id, "client_secret": s.client_secret})
     body = r.assert_error(400, "request.validation_failed")
-    assert body["message"].startswith("Field required")
+    # Spec 4.3: a JSON body reads as no fields; the message says what to send instead.
+    assert body["message"] == ("Field required: grant_type (this endpoint reads application/x-www-form-urlencoded "
+                               "fields, and the body was application/json)")
+    assert (await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)).status == 200
 
 
 @pytest.mark.parametrize("grant_type", ["refresh_token", "password", "AUTHORIZATION_CODE"])
@@ -398,6 +401,14 @@ async def test_refresh_issues_a_new_access_token_and_keeps_the_refresh_token(ser
         assert r.data["accessToken"] not in seen
         seen.add(r.data["accessToken"])
         assert (await me(server, r.data["accessToken"])).status == 200
+
+
+async def test_me_says_why_a_user_token_is_refused(server):
+    """A user token where an access token belongs: the answer says which is which."""
+    s = await full_setup(server)
+    body = (await me(server, s.token)).assert_error(401, "oauth2.token.invalid")
+    assert body["message"] == ("This is a user token (from signing in); this endpoint takes an access token "
+                               "(lba_at_...) from the token endpoint.")
 
 
 async def test_refresh_refuses_a_json_body(server):

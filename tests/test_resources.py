@@ -137,12 +137,17 @@ async def test_a_token_for_a_resource_carries_it_as_aud_and_only_its_verifier_ac
             with pytest.raises(TokenError) as info:
                 refusing.verify(access)
             assert (info.value.sub_code, info.value.status) == ("oauth2.token.invalid", 401)
+            assert "for another audience" in info.value.message
     finally:
         for v in (for_notes, for_voice, for_lbauth):
             v.close()
     # lbauth's own bearer endpoints take only tokens for lbauth itself.
-    assert (await server.client.get("/api/auth/me", bearer=access)).status == 401
-    assert (await server.client.get("/oauth/userinfo", bearer=access)).status == 401
+    refused = await server.client.get("/api/auth/me", bearer=access)
+    body = refused.assert_error(401, "oauth2.token.invalid")
+    assert body["message"] == (f"The access token is for another audience: {server.settings.audience} is not "
+                               "among its aud.")
+    userinfo = await server.client.get("/oauth/userinfo", bearer=access)
+    assert userinfo.status == 401 and 'error="invalid_token"' in userinfo.headers["WWW-Authenticate"]
 
 
 async def test_without_resource_at_the_token_endpoint_aud_lists_every_resource_and_refresh_narrows(server):

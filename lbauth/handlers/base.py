@@ -107,6 +107,8 @@ class BaseHandler(tornado.web.RequestHandler):
     def check_xsrf_cookie(self) -> None:
         """API endpoints authenticate by bearer token or client credentials, never by cookie."""
 
+    _not_a_form = ""  # form_body: the content type of a body that was not a form
+
     def on_finish(self) -> None:
         logs.request_id.set(None)
 
@@ -152,6 +154,10 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def _as_lbauth_error(self, status_code: int, exc_info: Any) -> LbauthError:
         exc = exc_info[1] if exc_info else None
+        if isinstance(exc, ValidationFailed) and exc.message.startswith("Field required") and self._not_a_form:
+            # A JSON body at a form endpoint reads as no fields at all: say what to send instead.
+            return ValidationFailed(f"{exc.message} (this endpoint reads application/x-www-form-urlencoded "
+                                    f"fields, and the body was {self._not_a_form})", field=exc.field)
         if isinstance(exc, LbauthError):
             return exc
         if status_code == 404:
@@ -205,6 +211,8 @@ class BaseHandler(tornado.web.RequestHandler):
         which come as lists."""
         content_type = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type != _FORM:
+            if self.body:
+                self._not_a_form = content_type or "without a Content-Type"
             return {}
         try:
             pairs = parse_qsl(self.body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,

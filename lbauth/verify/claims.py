@@ -104,7 +104,10 @@ def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issu
     RFC 7519 4.1.3), compared as RFC 3986 6.2.2 normalises URIs (contract 17); None accepts any
     audience (the server's RFC 7009 and RFC 7662 endpoints, for its own tokens of every resource)."""
     if not isinstance(token, str) or not token.startswith(PREFIX):
-        raise invalid_token()
+        if isinstance(token, str) and token.startswith("lba_ut_"):
+            raise invalid_token("This is a user token (from signing in); this endpoint takes an access token "
+                                "(lba_at_...) from the token endpoint.")
+        raise invalid_token("The access token is invalid: an lbauth access token starts with lba_at_.")
     jws = token[len(PREFIX):]  # stripped exactly once: "lba_at_lba_at_..." stays invalid
     parts = jws.split(".")
     if len(parts) != 3:
@@ -112,19 +115,21 @@ def decode_access_token(token: str, keys: Mapping[str, tuple[str, Any]], *, issu
     header = _json_object(_segment(parts[0]))
     alg, kid = header.get("alg"), header.get("kid")
     if alg not in ALLOWED_ALGS or not isinstance(kid, str) or kid not in keys:
-        raise invalid_token()
+        raise invalid_token("The access token is invalid: it is not signed by a key of this issuer.")
     key_alg, key = keys[kid]
     if key_alg != alg or str(header.get("typ", "")).lower() not in TOKEN_TYPES or "crit" in header:
         raise invalid_token()
     signing_input = f"{parts[0]}.{parts[1]}".encode("ascii", "replace")
     if not _ALGORITHMS[alg].verify(signing_input, key, _segment(parts[2])):
-        raise invalid_token()
+        raise invalid_token("The access token is invalid: its signature does not verify.")
     claims = _json_object(_segment(parts[1]))
     if any(name not in claims for name in REQUIRED_CLAIMS):
         raise invalid_token()
     aud = claims["aud"]
-    if claims["iss"] != issuer or (audience is not None and aud != audience and not audience_matches(aud, audience)):
-        raise invalid_token()
+    if claims["iss"] != issuer:
+        raise invalid_token("The access token is invalid: it was issued by another issuer.")
+    if audience is not None and aud != audience and not audience_matches(aud, audience):
+        raise invalid_token(f"The access token is for another audience: {audience} is not among its aud.")
     exp, iat = claims["exp"], claims["iat"]
     if not _number(exp) or not _number(iat) or not all(isinstance(claims[c], str) for c in
                                                         ("sub", "client_id", "scope", "jti")):

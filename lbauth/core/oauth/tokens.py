@@ -107,7 +107,7 @@ class AccessTokens:
             else:
                 check_times(claims, now)
         except TokenError as exc:
-            raise errors.by_sub_code(exc.sub_code)() from None
+            raise errors.by_sub_code(exc.sub_code)(exc.message) from None
         if self.checklist.is_revoked(claims.get("gid"), claims["jti"], claims["iat"]):
             raise errors.TokenRevoked()
         return claims
