@@ -62,6 +62,7 @@ ROUTES = [
     # Pages ({auth_url})
     (r"/oauth/logout", LogoutEndpoint),
     (r"/oauth/?", AuthorizePage),
+    (r"/", pages.HomePage),
     (r"/login", pages.LoginPage),
     (r"/logout", pages.LogoutPage),
     (r"/account/?", account_pages.AccountPage),

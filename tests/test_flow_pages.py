@@ -20,6 +20,7 @@ from tests.flow_helpers import (
     Setup,
     exchange,
     front_params,
+    full_setup,
     oauth_url,
     pkce_pair,
     redirect_query,
@@ -491,3 +492,22 @@ async def test_a_missing_pkce_method_is_invalid_request(server):
     _, challenge = pkce_pair()
     page = await session.get(oauth_url(front_params(s.client_id, REGISTERED_URI, state="pk", code_challenge=challenge)))
     assert_error_redirect(page, "invalid_request", "pk")
+
+
+async def test_the_root_is_a_landing_page_and_get_logout_asks_first(server):
+    """A new user's first two clicks: `/` (a JSON 404 before) and `GET /logout` ("This method is
+    not allowed" before)."""
+    visitor = PageSession(server)
+    home = await visitor.get("/")
+    assert home.status == 200 and home.response.headers["Content-Type"].startswith("text/html")
+    for link in ('href="/login"', 'href="/console/"', 'href="/.well-known/openid-configuration"'):
+        assert link in home.response.text
+    s = await full_setup(server)
+    browser = PageSession(server)
+    await browser.open_logged_in("/account/", s.user["email"], s.user["password"])
+    assert 'href="/account/apps"' in (await browser.get("/")).response.text
+    asked = await browser.get("/logout")
+    assert asked.status == 303 and asked.location == "/oauth/logout"
+    confirm = await browser.get(asked.location)
+    assert confirm.status == 200 and "Sign out of lbauth?" in confirm.text
+    assert (await browser.get("/account/")).login_form() is None  # asking signs no one out

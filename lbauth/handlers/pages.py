@@ -224,9 +224,20 @@ class LoginPage(PageHandler):
         return redirect_uri is None or self.allow_form_to(redirect_uri)
 
 
+class HomePage(PageHandler):
+    """GET {auth_url}/: what this server is, and where to go: sign in or your account, the
+    developer console, the discovery document."""
+
+    def get(self) -> None:
+        self.render_page("home.html", issuer=self.services.settings.issuer)
+
+
 class LogoutPage(PageHandler):
     """POST {auth_url}/logout: end the session here and server-side (a copy of the cookie stops
-    working too, contract 16)."""
+    working too, contract 16). GET asks first, on the OpenID end-session page."""
+
+    def get(self) -> None:
+        self.redirect("/oauth/logout", status=303)
 
     async def post(self) -> None:
         form = self.form()
