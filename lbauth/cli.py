@@ -108,9 +108,24 @@ async def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> dict:
     return {"from": before, "to": after}
 
 
+def password_argument(args: argparse.Namespace) -> str:
+    """`--password`, or else the first line of standard input (`echo ... | lbauth users create`, or
+    typed at a prompt that does not echo it): a password on the command line shows in `ps`."""
+    if args.password is not None:
+        return str(args.password)
+    if sys.stdin.isatty():
+        import getpass
+        return getpass.getpass("Password: ")
+    line = sys.stdin.readline()
+    if not line:
+        raise CommandError("no password: give --password, or the password on standard input")
+    return line.rstrip("\r\n")
+
+
 async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict:
+    password = password_argument(args)
     return created_user_json(await with_database(settings, lambda db: users.create_user(
-        db, SystemClock(), email=args.email, name=args.name, password=args.password, avatar=args.avatar or "",
+        db, SystemClock(), email=args.email, name=args.name, password=password, avatar=args.avatar or "",
         bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified)))
 
 
@@ -297,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(u, "create", cmd_users_create, "create a user")
     p.add_argument("--email", required=True)
     p.add_argument("--name", required=True)
-    p.add_argument("--password", required=True)
+    p.add_argument("--password", help="the password (shows in `ps`: leave it out to read it from standard input)")
     p.add_argument("--avatar", metavar="URL")
     p.add_argument("--bio", metavar="TEXT")
     p.add_argument("--interest-tag", metavar="T", action="append")

@@ -229,3 +229,17 @@ def test_a_port_in_use_is_named_with_the_setting_that_moves_it(tmp_path):
                                        "LBAUTH_PORT": str(port), "LBAUTH_HOST": "127.0.0.1"}, timeout=60)
     assert result.returncode == 1
     assert f"127.0.0.1:{port} is already in use" in result.stderr and "LBAUTH_PORT" in result.stderr, result.stderr
+
+
+def test_users_create_reads_the_password_from_standard_input(tmp_path, database_url):
+    """`--password` shows in `ps`: without it the password is the first line of standard input."""
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
+    created = run_cli("users", "create", "--email", "grace@example.com", "--name", "Grace", "--json", env=env,
+                      input="piped-password-1\n")
+    assert created.returncode == 0, created.stderr
+    assert "piped-password-1" not in created.stdout + created.stderr
+    token = run_cli("users", "token", "--email", "grace@example.com", "--password", "piped-password-1", "--json",
+                    env=env)
+    assert token.returncode == 0 and json.loads(token.stdout)["token"].startswith("lba_ut_"), token.stderr
+    nothing = run_cli("users", "create", "--email", "x@example.com", "--name", "X", env=env, input="")
+    assert nothing.returncode == 1 and "standard input" in nothing.stderr
