@@ -222,7 +222,8 @@ async def cmd_apps_test_webhook(args: argparse.Namespace, settings: Settings) ->
 
 
 async def cmd_webhooks_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status))
+    return await with_database(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status,
+                                                                        with_error=not args.json))
 
 
 async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -> dict:

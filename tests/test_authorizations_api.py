@@ -255,3 +255,19 @@ async def test_cli_test_webhook_queues_an_event_and_touches_no_grant(server, dat
     assert (await refresh(server, t["refreshToken"], s.client_id, s.client_secret)).status == 200
     assert (await introspect(server, s, t["accessToken"]))["active"] is True
     assert (await feed(server)).data["items"] == []
+
+
+async def test_an_event_for_an_app_without_a_webhook_url_says_why_it_failed(server, database_url):
+    """`failed`, attempts 0, said nothing more: the text listing (and the console) give the reason;
+    the JSON keeps exactly its documented fields."""
+    s = await full_setup(server)  # an app without a webhook URL
+    await tokens_for(server, s)
+    assert (await revoke_app(server, s.token, s.client_id)).status == 200
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(server.settings.data_dir)}
+    listed = await asyncio.to_thread(run_cli, "webhooks", "list", "--app", s.client_id, "--json", env=env)
+    (event,) = json.loads(listed.stdout)
+    assert set(event) == {"eventId", "appId", "clientId", "eventType", "reason", "status", "attempts", "lastStatus",
+                          "nextAttemptAt", "createdAt"}
+    assert (event["status"], event["attempts"]) == ("failed", 0)
+    text = await asyncio.to_thread(run_cli, "webhooks", "list", "--app", s.client_id, env=env)
+    assert text.returncode == 0 and "the app has no webhook URL" in text.stdout, text.stdout

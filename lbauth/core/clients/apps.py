@@ -152,7 +152,7 @@ class Apps:
 
     async def deliveries(self, client_id: str, limit: int) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
         """The app's latest webhook events, and each one's attempts by event id."""
-        events = (await outbox.list_events(self.db, client_id=client_id))[:limit]
+        events = (await outbox.list_events(self.db, client_id=client_id, with_error=True))[:limit]
         return events, await outbox.attempts_of(self.db, [e["eventId"] for e in events])
 
     async def send_test_event(self, client_id: str) -> dict[str, Any]:

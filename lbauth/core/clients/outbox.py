@@ -159,8 +159,10 @@ def attempt_view(attempt: WebhookAttempt) -> dict[str, Any]:
             "error": attempt.error}
 
 
-async def list_events(db: Database, *, client_id: str | None = None,
-                      status: str | None = None) -> list[dict[str, Any]]:
+async def list_events(db: Database, *, client_id: str | None = None, status: str | None = None,
+                      with_error: bool = False) -> list[dict[str, Any]]:
+    """The events, newest first; `with_error` adds `lastError`, why the last attempt failed (or
+    why none was made: "the app has no webhook URL"), for people reading them."""
     if status is not None and status not in STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(STATUSES)}")
 
@@ -172,7 +174,8 @@ async def list_events(db: Database, *, client_id: str | None = None,
                 raise ApplicationNotFound()
             app_id = app.id
         return repo.events(conn, app_id=app_id, status=status)
-    return [view(event) for event in await db.read(work)]
+    return [{**view(event), "lastError": event.last_error} if with_error else view(event)
+            for event in await db.read(work)]
 
 
 async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
