@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import re
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import pytest
 
@@ -511,3 +511,20 @@ async def test_the_root_is_a_landing_page_and_get_logout_asks_first(server):
     confirm = await browser.get(asked.location)
     assert confirm.status == 200 and "Sign out of lbauth?" in confirm.text
     assert (await browser.get("/account/")).login_form() is None  # asking signs no one out
+
+
+async def test_the_sign_in_page_names_the_app(server):
+    """The user signing in for an app is told which one, on the first form and after a wrong
+    password; a sign-in that leads nowhere in particular names none."""
+    name = "Lighthouse Notes"
+    s = await full_setup(server, name=name)
+    browser = PageSession(server)
+    page = await browser.follow(await browser.get(oauth_url(front_params(s.client_id, s.redirect_uri))))
+    assert page.login_form() is not None and f"Sign in to continue to {name}" in page.text
+    wrong = await browser.submit(page, page.login_form(), {"email": s.user["email"], "password": "wrong-password"})
+    assert wrong.status == 401 and f"Sign in to continue to {name}" in wrong.text
+    plain = await PageSession(server).get("/login?next=/account/")
+    assert plain.login_form() is not None and "continue to" not in plain.text.replace("Sign in to continue.", "")
+    elsewhere = await PageSession(server).get(
+        "/login?next=" + quote(oauth_url(front_params(s.client_id, "https://evil.example/cb")), safe=""))
+    assert name not in elsewhere.text  # an unregistered redirect URI names no app

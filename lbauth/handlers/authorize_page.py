@@ -55,7 +55,8 @@ class AuthorizePage(PageHandler):
                 self.send_to_client(decision.redirect_uri, decision.params())
             case SignIn():
                 self.allow_form_to(decision.request.redirect_uri)  # the sign-in may end at the client (contract 5)
-                self.login_form("/oauth/?" + urlencode(decision.resume), email=decision.email)
+                self.login_form("/oauth/?" + urlencode(decision.resume), email=decision.email,
+                                app=decision.request.app)
             case SelectAccount():
                 self.render_page("select_account.html", app=decision.request.app,
                                  continue_url="/oauth/?" + urlencode(decision.resume))

@@ -17,7 +17,7 @@ from lbauth.core import urls
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
 from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, ValidationFailed
 from lbauth.handlers.base import BaseHandler
-from lbauth.storage.records import User
+from lbauth.storage.records import App, User
 
 SESSION_COOKIE = "lbauth_session"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -121,8 +121,10 @@ class PageHandler(BaseHandler):
         self.set_signed_cookie(SESSION_COOKIE, token, expires_days=None, httponly=True, samesite="Lax",
                                secure=secure, max_age=self.services.settings.user_token_ttl)
 
-    def login_form(self, next_url: str, status: int = 200, error: str | None = None, email: str = "") -> None:
-        self.render_page("login.html", status=status, next_url=next_url, error=error, email=email)
+    def login_form(self, next_url: str, status: int = 200, error: str | None = None, email: str = "",
+                   app: App | None = None) -> None:
+        """`app`: the app the user is signing in for, named on the page."""
+        self.render_page("login.html", status=status, next_url=next_url, error=error, email=email, app=app)
 
     def sign_in_next(self) -> str:
         """Where the sign-in form of `@signed_in` comes back to: this page."""
@@ -193,20 +195,21 @@ class LoginPage(PageHandler):
         if self.user:
             self.redirect(next_url)
             return
-        await self.allow_next(next_url)
-        self.login_form(next_url)
+        app = await self.allow_next(next_url)
+        self.login_form(next_url, app=app)
 
     async def post(self) -> None:
         form = self.form()
         next_url = safe_next(form.get("next"))
         self.limit_login(form.get("email", ""))
         s = self.services
-        redirect_allowed = await self.allow_next(next_url)
+        app = await self.allow_next(next_url)
+        redirect_allowed = self.allows_redirect
         try:
             session = await s.accounts.sign_in(form.get("email", ""), form.get("password", ""), kind=BROWSER,
                                                user_agent=self.user_agent(), ip_address=self.request.remote_ip or "")
         except (LoginFailed, ValidationFailed) as exc:
-            self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320])
+            self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320], app=app)
             return
         if self.session is not None:  # signing in again (prompt=login, max_age) ends the old browser session
             await s.accounts.sign_out(self.session)
@@ -216,12 +219,19 @@ class LoginPage(PageHandler):
         else:
             self.continue_page(next_url, "Signed in", "Continue to the app that sent you here.")
 
-    async def allow_next(self, next_url: str) -> bool:
+    allows_redirect = True  # allow_next: False when a redirect chain cannot reach `next`'s redirect URI
+
+    async def allow_next(self, next_url: str) -> App | None:
         """When `next` is an authorization request of a known client and one of its redirect URIs,
         the sign-in may end at that URI (POST /login, 303 /oauth/, 302 client): allow it in
-        `form-action`. False when a redirect chain cannot reach that URI (see allow_form_to)."""
-        redirect_uri = await self.services.oauth.authorization_endpoint.redirect_uri_of(next_url)
-        return redirect_uri is None or self.allow_form_to(redirect_uri)
+        `form-action` (`allows_redirect` False when a redirect chain cannot reach that URI: see
+        allow_form_to). The app, which the sign-in page names; None for any other `next`."""
+        found = await self.services.oauth.authorization_endpoint.client_of(next_url)
+        if found is None:
+            return None
+        app, redirect_uri = found
+        self.allows_redirect = self.allow_form_to(redirect_uri)
+        return app
 
 
 class HomePage(PageHandler):

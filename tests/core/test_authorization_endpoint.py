@@ -199,10 +199,12 @@ async def test_the_api_request_is_the_users_approval(world):
         await endpoint.api_request(world.client_id, REDIRECT_URI, ["nonexistent"])
 
 
-async def test_redirect_uri_of_names_only_a_known_clients_uri(world):
+async def test_client_of_names_only_a_known_client_and_its_uri(world):
     endpoint = world.endpoint
-    assert await endpoint.redirect_uri_of(f"/oauth/?client_id={world.client_id}&redirect_uri={REDIRECT_URI}") \
-        == REDIRECT_URI
+    found = await endpoint.client_of(f"/oauth/?client_id={world.client_id}&redirect_uri={REDIRECT_URI}")
+    assert found is not None
+    app, redirect_uri = found
+    assert (app.client_id, app.name, redirect_uri) == (world.client_id, "Notes", REDIRECT_URI)
     for target in ("/account/apps", f"/oauth/?client_id=cid_unknown&redirect_uri={REDIRECT_URI}",
                    f"/oauth/?client_id={world.client_id}&redirect_uri=https://evil.example/"):
-        assert await endpoint.redirect_uri_of(target) is None
+        assert await endpoint.client_of(target) is None

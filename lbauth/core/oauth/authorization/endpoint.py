@@ -148,10 +148,11 @@ class AuthorizationEndpoint:
             return ErrorRedirect(AuthorizationRedirect(error, redirect_uri, parse.front_channel_state(params)))
         return await self.decide(request, signed_in, answer)
 
-    async def redirect_uri_of(self, target: str) -> str | None:
-        """The redirect URI that a path on this server (a sign-in page's `next`) leads to: for
-        `/oauth/?...` with a known client and a redirect URI it may use, that URI; otherwise None, so
-        that an attacker-chosen `next` earns no origin in a page's `form-action` (contract 5)."""
+    async def client_of(self, target: str) -> tuple[App, str] | None:
+        """The app and the redirect URI that a path on this server (a sign-in page's `next`) leads
+        to: for `/oauth/?...` with a known client and a redirect URI it may use, those; otherwise
+        None, so that an attacker-chosen `next` earns no origin in a page's `form-action` and
+        names no app on the sign-in page."""
         parts = urls.split(target)
         if parts is None or parts.path not in ("/oauth", "/oauth/"):
             return None
@@ -160,10 +161,10 @@ class AuthorizationEndpoint:
         if len(client_ids) != 1 or len(redirect_uris) != 1 or "\x00" in client_ids[0] + redirect_uris[0]:
             return None
         try:
-            await load_client(self.db, client_ids[0], redirect_uris[0])
+            app = await load_client(self.db, client_ids[0], redirect_uris[0])
         except (ApplicationNotFound, RedirectUriMismatch, ValidationFailed):
             return None
-        return redirect_uris[0]
+        return app, redirect_uris[0]
 
     # ---- the envelope API: POST /api/oauth/authorize/external --------------------------------------------
 
