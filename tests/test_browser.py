@@ -693,3 +693,44 @@ async def test_the_account_pages_on_a_phone(browser, server, tmp_path, request):
     await screenshot(tab, tmp_path, request, "phone-refused", "account-phone-refused")
     tab.assert_first_party()
     assert {path: problems for path, problems in found.items() if problems} == {}
+
+
+# ---- layout: what a screenshot shows a person ------------------------------------------------------------
+
+async def _boxes(page: Page, *locators: Any) -> list[dict[str, float]]:
+    boxes = [await locator.bounding_box() for locator in locators]
+    assert all(box is not None for box in boxes), boxes
+    return boxes  # type: ignore[return-value]
+
+
+def _side_by_side_or_stacked_evenly(a: dict[str, float], b: dict[str, float]) -> None:
+    """Two buttons of one decision: on one row, the same top and height; stacked, the same left
+    and width. A margin on one of them (the consent page's Approve) broke this."""
+    if abs(a["y"] - b["y"]) < a["height"] / 2:
+        assert abs(a["y"] - b["y"]) < 1 and abs(a["height"] - b["height"]) < 1, (a, b)
+    else:
+        assert abs(a["x"] - b["x"]) < 1 and abs(a["width"] - b["width"]) < 1, (a, b)
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1024, "height": 800}, PHONE], ids=["desktop", "phone"])
+async def test_decision_buttons_line_up_and_scope_names_stay_whole(browser, server, tmp_path, request, viewport):
+    s = await page_setup(server)
+    tab = await open_tab(browser, server)
+    await tab.page.set_viewport_size(viewport)
+    await log_in(tab, s.user["email"], s.user["password"])
+    scopes = "userinfo chat.read chat.write memory.read plaza.write agent_memory"
+    await tab.page.goto(tab.url(oauth_url(front_params(s.client_id, REGISTERED_URI, scope=scopes))))
+    await screenshot(tab, tmp_path, request, "consent", f"consent-layout-{viewport['width']}")
+    page = tab.page
+    _side_by_side_or_stacked_evenly(*await _boxes(page, page.get_by_role("button", name="Approve"),
+                                                  page.get_by_role("button", name="Deny")))
+    names = page.locator("code.scope-name")
+    heights = [box["height"] for box in await _boxes(page, *[names.nth(i) for i in range(await names.count())])]
+    assert len(heights) == 6 and max(heights) - min(heights) < 1, heights  # none wraps onto a second line
+
+    await page.goto(tab.url("/logout"))
+    await expect(page.get_by_role("heading", level=1)).to_contain_text("Sign out")
+    await screenshot(tab, tmp_path, request, "logout", f"logout-layout-{viewport['width']}")
+    main = page.locator("#main")  # the header has a Sign out button of its own
+    _side_by_side_or_stacked_evenly(*await _boxes(page, main.get_by_role("button", name="Sign out"),
+                                                  main.get_by_role("link", name="Stay signed in")))
