@@ -279,25 +279,29 @@ def settings_parser() -> argparse.ArgumentParser:
     return _settings_flags()
 
 
-def _settings_flags() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("settings (over LBAUTH_* variables, over --config, over defaults)")
+def _settings_flags(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """`--json`, then the settings as their own group, added to `parser` (after its own options,
+    so that `--help` shows those first) or to a new parent parser."""
+    common = parser or argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    group = common.add_argument_group("settings (each also an LBAUTH_* variable or a --config TOML key; "
+                                      "flags win over variables, variables over the file)")
     group.add_argument("--config", metavar="FILE", help="a TOML settings file")
     for name in settings_mod.FLAG_SETTINGS:
         group.add_argument(settings_mod.flag_name(name), dest=f"setting_{name}", metavar="VALUE",
                            help=f"(env {settings_mod.env_name(name)})")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _settings_flags()
+    commands: list[argparse.ArgumentParser] = []  # given the settings flags last, below
     parser = argparse.ArgumentParser(prog="lbauth", description="lbauth: OAuth2 authorization and token service")
     parser.add_argument("--version", action="version", version=f"lbauth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(parent: Any, name: str, handler: Command, help_text: str) -> argparse.ArgumentParser:
-        p = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p = parent.add_parser(name, help=help_text, description=help_text)
+        commands.append(p)
         p.set_defaults(handler=handler)
         return p
 
@@ -396,6 +400,10 @@ def build_parser() -> argparse.ArgumentParser:
     command(k, "list", cmd_keys_list, "list signing keys and their states")
     command(k, "new-master-key", cmd_keys_new_master_key,
             "print a new master key (for LBAUTH_MASTER_KEY: the same list on every server)")
+    for p in commands:
+        own = " ".join(p.format_usage().removeprefix("usage: ").split())
+        p.usage = own.replace("%", "%%") + " [--json] [SETTINGS]"  # the 22 settings flags: below, grouped
+        _settings_flags(p)
     return parser
 
 

@@ -243,3 +243,15 @@ def test_users_create_reads_the_password_from_standard_input(tmp_path, database_
     assert token.returncode == 0 and json.loads(token.stdout)["token"].startswith("lba_ut_"), token.stderr
     nothing = run_cli("users", "create", "--email", "x@example.com", "--name", "X", env=env, input="")
     assert nothing.returncode == 1 and "standard input" in nothing.stderr
+
+
+def test_help_shows_the_commands_own_options_before_the_settings():
+    """`serve --help` began with 22 settings flags (50 lines): the command's own come first now."""
+    result = run_cli("apps", "create", "--help")
+    assert result.returncode == 0
+    usage, *rest = result.stdout.splitlines()
+    assert usage.startswith("usage: lbauth apps create") and usage.endswith("[--json] [SETTINGS]")
+    assert "--database-url" not in usage
+    text = result.stdout
+    assert text.index("--name NAME") < text.index("--redirect-uri URI") < text.index("settings (")
+    assert text.index("settings (") < text.index("--database-url VALUE")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rotate the master key that seals secrets at rest (contract section 8; docs/key-rotation.md).
+"""Rotate the master key that seals secrets at rest (docs/key-rotation.md).
 
 The master key is a list: the first key seals, every key opens. With the key file in the data
 dir (the default), a rotation is three steps, and running servers follow each within seconds:

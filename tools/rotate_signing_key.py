@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rotate the JWS signing key with no failed request (contract section 8; docs/key-rotation.md).
+"""Rotate the JWS signing key with no failed request (docs/key-rotation.md).
 
     rotate_signing_key.py status                  the keys and what each next step is waiting for
     rotate_signing_key.py stage [--alg ES256]     publish a new key in the JWKS; it does not sign yet
@@ -8,7 +8,7 @@
     rotate_signing_key.py promote --kid OLD       roll back: the retiring key signs again
     rotate_signing_key.py retire                  unpublish keys once nothing they signed can be live
 
-The key ring holds one active key per algorithm (contract 8): LBAUTH_SIGNING_ALG's signs access
+The key ring holds one active key per algorithm: LBAUTH_SIGNING_ALG's signs access
 tokens, and each algorithm apps choose for their ID tokens (RS256 by default) signs those. Each
 algorithm is rotated on its own: stage, promote and retire name it with --alg (stage defaults to
 LBAUTH_SIGNING_ALG; promote needs it only when keys of several algorithms are staged).
