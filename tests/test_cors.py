@@ -108,13 +108,19 @@ async def test_no_cors_where_a_user_token_or_cookie_is_taken(server):
         await client.get(oauth_url(front_params(setup.client_id, REGISTERED_URI)), headers=ORIGIN),
         await client.get("/account/apps", headers=ORIGIN),
         await client.get("/console/", headers=ORIGIN),
+        await client.get("/api/account/profile", headers={**ORIGIN, **user}),
+        await client.get("/api/account/sessions", headers={**ORIGIN, **user}),
+        await client.post("/api/account/password", headers={**ORIGIN, **user}, json={}),
+        await client.get("/account/", headers=ORIGIN),
     ]
     preflights = [await client.request("OPTIONS", path, headers={
         **ORIGIN, "Access-Control-Request-Method": method, "Access-Control-Request-Headers": "authorization"})
         for path, method in [("/api/auth/me", "GET"), ("/api/auth/authorizations", "GET"),
                              (f"/api/auth/authorizations/{setup.client_id}", "DELETE"), ("/api/auth/login", "POST"),
-                             ("/oauth/introspect", "POST"), ("/login", "POST"), ("/oauth/", "POST")]]
-    assert answers[0].status == answers[2].status == 200
+                             ("/oauth/introspect", "POST"), ("/login", "POST"), ("/oauth/", "POST"),
+                             ("/api/account/profile", "PATCH"), ("/api/account/sessions/end-others", "POST"),
+                             ("/api/account", "DELETE"), ("/api/account/password", "POST")]]
+    assert answers[0].status == answers[2].status == answers[10].status == answers[11].status == 200
     for response in answers + preflights:
         assert cors_headers(response) == {}, (response.status, dict(response.headers))
     assert all(r.status >= 400 for r in preflights)  # no preflight is approved there
