@@ -67,10 +67,13 @@ class RateLimiter:
         # kind -> subject -> (window index, count), least recently counted first
         self._windows: dict[str, dict[str, tuple[int, int]]] = {kind: {} for kind in self.limits}
 
-    def hit(self, kind: str, subject: str) -> None:
-        """Count one request against `kind`'s limit for `subject`; RateLimited when over it."""
+    def hit(self, kind: str, subject: str, address: str | None = None) -> None:
+        """Count one request against `kind`'s limit for `subject` (coming from `address`, when the
+        limit counts the two together); RateLimited when over it."""
         if not self.enabled or not subject:
             return
+        if address is not None:
+            subject = f"{subject} from {address_subject(address)}"
         limit = self.limits[kind]
         now = self.clock.now()
         window = int(now // limit.window_seconds)

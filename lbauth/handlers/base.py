@@ -18,7 +18,6 @@ from urllib.parse import parse_qsl
 import tornado.web
 
 from lbauth import logs
-from lbauth.core.ratelimit import address_subject
 from lbauth.errors import (
     BearerTokenError,
     FormExpired,
@@ -256,7 +255,7 @@ class BaseHandler(tornado.web.RequestHandler):
         (a public client never is), so anyone naming it would hold back its real users."""
         address = self.request.remote_ip or ""
         self.services.rate_limits.hit("token-address", address)
-        self.services.rate_limits.hit("token-client", f"{client_id} from {address_subject(address)}")
+        self.services.rate_limits.hit("token-client", client_id, address=address)
 
     def user_agent(self) -> str:
         """For the session list (contract 16: the first 200 characters)."""
