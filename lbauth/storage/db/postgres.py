@@ -180,8 +180,6 @@ class PostgresDatabase:
                 self._went_down(exc or failed)
             raise unavailable() from exc
         except Exception as exc:
-            if is_connection_lost(exc):
-                self._went_down(exc)
             if is_unavailable(exc):
                 raise unavailable() from exc
             self._finished += 1  # it answered, with an error of this request's own
@@ -191,7 +189,9 @@ class PostgresDatabase:
 
     def _unit(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
         """The whole unit of work in one greenlet, from the pool's checkout to the connection's
-        return: BEGIN (unless `autocommit`), the work, COMMIT or ROLLBACK."""
+        return: BEGIN (unless `autocommit`), the work, COMMIT or ROLLBACK. A lost connection marks
+        the database down before the connection is returned: closing one that an outage left
+        silent can take seconds, and the requests waiting for a connection must not."""
         try:
             conn = UnitConnection(self.engine.sync_engine, self)
         except Exception as exc:
@@ -210,6 +210,10 @@ class PostgresDatabase:
                 raise
             conn.end(commit=True, transaction=not autocommit)
             return result
+        except Exception as exc:
+            if is_connection_lost(exc):
+                self._went_down(exc)
+            raise
         finally:
             self._in_flight.discard(conn)
             conn.close()
