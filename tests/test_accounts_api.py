@@ -366,9 +366,11 @@ async def test_a_wrong_current_password_is_login_failed(server):
 async def test_a_weak_new_password_is_refused_and_nothing_changes(server):
     s = await full_setup(server)
     other = await server.login(s.user["email"], s.user["password"])
-    for weak in ("ninechars", s.user["email"].upper(), s.user["email"].title()):
-        (await change_password(server, s.token, s.user["password"], weak)).assert_error(
-            400, "account.password.weak")
+    for weak, reason in (("ninechars", "at least 10 characters"), ("x" * 257, "at most 256 characters"),
+                         (s.user["email"].upper(), "email"), (s.user["email"].title(), "email")):
+        refused = await change_password(server, s.token, s.user["password"], weak)
+        refused.assert_error(400, "account.password.weak")
+        assert reason in refused.json["message"], refused.json
         (await login_status(server, s.user["email"], weak)).assert_error(401, "auth.login.failed")
     assert len(await sessions_of(server, other)) == 2  # no session was ended
     assert (await login_status(server, s.user["email"], s.user["password"])).status == 200

@@ -245,6 +245,17 @@ def test_users_create_reads_the_password_from_standard_input(tmp_path, database_
     assert nothing.returncode == 1 and "standard input" in nothing.stderr
 
 
+@pytest.mark.parametrize(("password", "reason"), [
+    ("ninechars", "at least 10 characters"), ("p" * 257, "at most 256 characters"),
+    ("Ada@Example.com", "must not be the account's email")])
+def test_users_create_holds_passwords_to_the_same_policy_as_the_pages(cli, password, reason):
+    """The CLI accepted 8 characters where a user changing their password needed 10: one policy."""
+    refused = cli("users", "create", "--email", "ada@example.com", "--name", "Ada", "--password", password, ok=False)
+    assert refused.returncode == 1 and reason in refused.stderr, refused.stderr
+    assert cli.json("users", "list") == []
+    cli("users", "create", "--email", "ada@example.com", "--name", "Ada", "--password", "tenchars10")
+
+
 def test_help_shows_the_commands_own_options_before_the_settings():
     """`serve --help` began with 22 settings flags (50 lines): the command's own come first now."""
     result = run_cli("apps", "create", "--help")

@@ -172,8 +172,9 @@ class Accounts:
         stored = await self.db.read(repo.by_id, user.id)
         if stored is None or not await passwords.verify_password(stored.password_hash or None, current):
             raise errors.LoginFailed("The current password is wrong.")
-        if passwords.is_weak(new, stored.email):
-            raise errors.PasswordWeak()
+        weakness = passwords.weakness(new, stored.email)
+        if weakness is not None:
+            raise errors.PasswordWeak(weakness)
         new_hash = await passwords.hash_password(new)
         now = int(self.clock.now())
 

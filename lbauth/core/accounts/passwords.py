@@ -7,20 +7,34 @@ email is checked against a dummy hash so that timing does not reveal which email
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 _hasher = PasswordHasher()  # argon2id with the library's RFC 9106 defaults
-_DUMMY_HASH = _hasher.hash("lbauth dummy password for unknown accounts")
-
-MIN_LENGTH = 8  # accounts an operator creates (`lbauth users create`)
-NEW_PASSWORD_MIN_LENGTH = 10  # a password a user chooses (contract 3: account.password.weak)
 
 
-def is_weak(password: str, email: str) -> bool:
-    """Contract 3: under 10 characters, or equal to the email (letter case aside)."""
-    return len(password) < NEW_PASSWORD_MIN_LENGTH or password.strip().lower() == email.strip().lower()
+@functools.cache
+def _dummy_hash() -> str:
+    """Made on first use, not at import: 150 ms that every `lbauth` command would pay."""
+    return _hasher.hash("lbauth dummy password for unknown accounts")
+
+MIN_LENGTH, MAX_LENGTH = 10, 256
+
+
+def weakness(password: str, email: str) -> str | None:
+    """The one password policy, for every password a person sets (an operator's `lbauth users
+    create`, a user's change): None if `password` is acceptable, else why not, for
+    `account.password.weak`. 10 to 256 characters, no composition rules (NIST SP 800-63B 5.1.1.2),
+    not the email (letter case aside)."""
+    if len(password) < MIN_LENGTH:
+        return f"The password must be at least {MIN_LENGTH} characters."
+    if len(password) > MAX_LENGTH:
+        return f"The password must be at most {MAX_LENGTH} characters."
+    if password.strip().lower() == email.strip().lower():
+        return "The password must not be the account's email."
+    return None
 
 
 async def hash_password(password: str) -> str:
@@ -29,7 +43,7 @@ async def hash_password(password: str) -> str:
 
 async def verify_password(stored_hash: str | None, password: str) -> bool:
     """False for no stored hash (None: an unknown email; "": an erased account), after as long."""
-    return await asyncio.to_thread(_verify, stored_hash or _DUMMY_HASH, password, bool(stored_hash))
+    return await asyncio.to_thread(_verify, stored_hash or _dummy_hash(), password, bool(stored_hash))
 
 
 def _verify(stored_hash: str, password: str, real: bool) -> bool:
