@@ -5,11 +5,14 @@ client ID metadata documents (contract 17, draft-ietf-oauth-client-id-metadata-d
   there is no gap between the check and the connection (no DNS rebinding in between).
 - Metadata documents: GET with `Accept: application/json`, no redirect followed, 5 s, 5 KiB, only a
   200 JSON object; HTTPS trusts the system's store plus LBAUTH_OUTBOUND_CA_FILE; the answer's HTTP
-  caching (max-age, else Expires) says how long it may be used, at most 24 h.
+  caching (max-age, else Expires) says how long it may be used, at most 24 h. Their own client, with
+  MAX_FETCHES connections, of which one host gets MAX_FETCHES_PER_HOST at once: a host that stalls
+  keeps its own callers waiting, never another host's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import re
@@ -28,11 +31,15 @@ from lbauth.core.registration.documents import (
     MAX_CACHE_SECONDS,
     DocumentUnavailable,
     FetchedDocument,
+    host_of,
 )
 from lbauth.settings import Settings
 
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
 _NO_CACHING = re.compile(r"(?:^|,)\s*(?:no-store|no-cache)\b", re.IGNORECASE)
+
+MAX_FETCHES = 64  # metadata-document fetches at once, every host together
+MAX_FETCHES_PER_HOST = 2  # ... and for one host; the others wait, within the same timeout
 
 
 class ForbiddenAddress(OSError):
@@ -108,18 +115,44 @@ class DocumentFetcher:
         self._timeout = timeout
         self._allow_loopback = settings.development
         self._http: AsyncHTTPClient | None = None  # made on first use, on the serving event loop
+        self._hosts: dict[str, tuple[asyncio.Semaphore, int]] = {}  # host -> (its slots, requests using them)
 
     @property
     def http(self) -> AsyncHTTPClient:
         if self._http is None:
             resolver = PublicOnlyResolver(allow_loopback=self._allow_loopback)
-            self._http = AsyncHTTPClient(force_instance=True, resolver=resolver, max_body_size=DOCUMENT_MAX_BYTES)
+            self._http = AsyncHTTPClient(force_instance=True, resolver=resolver, max_body_size=DOCUMENT_MAX_BYTES,
+                                         max_clients=MAX_FETCHES)
         return self._http
 
     async def fetch(self, url: str, now: float) -> FetchedDocument:
+        """GET `url` once one of its host's slots is free, all within the timeout."""
+        host = host_of(url)
+        slots, users = self._hosts.get(host, (asyncio.Semaphore(MAX_FETCHES_PER_HOST), 0))
+        self._hosts[host] = (slots, users + 1)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        try:
+            try:
+                await asyncio.wait_for(slots.acquire(), self._timeout)
+            except TimeoutError:
+                raise DocumentUnavailable(f"it did not answer within {self._timeout:g} seconds (its host is busy "
+                                          "with other fetches)", stalled=True) from None
+            try:
+                return await self._get(url, now, max(0.001, deadline - loop.time()))
+            finally:
+                slots.release()
+        finally:
+            slots, users = self._hosts[host]
+            if users == 1:
+                del self._hosts[host]
+            else:
+                self._hosts[host] = (slots, users - 1)
+
+    async def _get(self, url: str, now: float, timeout: float) -> FetchedDocument:
         headers = _HeaderWatch()
-        request = HTTPRequest(url, method="GET", follow_redirects=False, connect_timeout=self._timeout,
-                              request_timeout=self._timeout, ssl_options=self._tls, decompress_response=False,
+        request = HTTPRequest(url, method="GET", follow_redirects=False, connect_timeout=timeout,
+                              request_timeout=timeout, ssl_options=self._tls, decompress_response=False,
                               header_callback=headers, headers={"Accept": "application/json",
                                                                 "User-Agent": "lbauth-client-documents/1"})
         try:
@@ -129,7 +162,7 @@ class DocumentFetcher:
         except HTTPStreamClosedError:  # the client stops reading at DOCUMENT_MAX_BYTES by closing
             raise DocumentUnavailable(headers.closed_reason()) from None
         except Exception as exc:  # noqa: BLE001 - refused, reset, TLS failure, timeout...
-            raise DocumentUnavailable(_failure(exc, self._timeout)) from None
+            raise DocumentUnavailable(_failure(exc, self._timeout), stalled=_timed_out(exc)) from None
         if 300 <= response.code < 400:
             raise DocumentUnavailable(f"it answered a redirect ({response.code}), which is not followed")
         if response.code != 200:
@@ -170,10 +203,14 @@ class _HeaderWatch:
         return f"it is larger than {DOCUMENT_MAX_BYTES} bytes, or its answer broke off"
 
 
+def _timed_out(error: BaseException) -> bool:
+    return "Timeout" in type(error).__name__ or "Timeout" in str(error)
+
+
 def _failure(error: BaseException, timeout: float) -> str:
     """A reason for the error page: what went wrong, without internals."""
     text = str(error)
-    if "Timeout" in type(error).__name__ or "Timeout" in text:
+    if _timed_out(error):
         return f"it did not answer within {timeout:g} seconds"
     if isinstance(error, ssl.SSLError) or "CERTIFICATE" in text.upper():
         return "its TLS certificate is not trusted"

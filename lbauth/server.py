@@ -43,6 +43,7 @@ CHECKLIST_POLL_SECONDS = 2  # the fallback; PostgreSQL deployments hear revocati
 WEBHOOK_FLUSH_MS = 250
 CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
+DOCUMENT_SWEEP_SECONDS = 600  # expired metadata-document clients no user approved are removed
 BODY_TIMEOUT_SECONDS = 30  # a request's body must have arrived this long after its headers
 
 
@@ -204,6 +205,8 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     running.periodic.append(PeriodicCallback(_guarded(reload_keys), KEY_RELOAD_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(deliverer.run_once), WEBHOOK_FLUSH_MS))
+    running.periodic.append(PeriodicCallback(_guarded(services.client_documents.remove_unapproved),
+                                             DOCUMENT_SWEEP_SECONDS * 1000))
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:

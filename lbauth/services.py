@@ -47,10 +47,12 @@ class Services:
         self._catching_up: asyncio.Future | None = None
         self.tokens = AccessTokens(self.settings, self.clock, lambda: self.keyring, self.checklist)
         self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.activate_signing_key)
+        self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.document_fetcher = DocumentFetcher(self.settings)
         grant_types = [grant.grant_type for grant in GRANT_TYPES]  # the token endpoint's: clients may register them
         self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
-                                                development=self.settings.development, grant_types=grant_types)
+                                                development=self.settings.development, grant_types=grant_types,
+                                                rate_limits=self.rate_limits)
         self.oauth = AuthorizationServer(self.db, self.clock, self.settings, self.tokens, self.checklist,
                                          self.id_tokens, self.client_documents, grant_types=GRANT_TYPES)
         self.registration = DynamicRegistration(
@@ -60,7 +62,6 @@ class Services:
         self.apps = Apps(self.db, self.clock, lambda: self.master_keys, self.app_policy)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.operations = Operations(self.db, self.clock)
-        self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.metrics = Metrics()
 
     @property

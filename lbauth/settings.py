@@ -128,7 +128,9 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return parse
 
 
-_RATE_LIMIT = re.compile(r"(token-client|token-address|login-account|login-address|register-address)=(\d+)/(\d+)")
+RATE_LIMIT_KINDS = ("token-client", "token-address", "login-account", "login-address", "register-address",
+                    "document-address", "document-host")
+_RATE_LIMIT = re.compile(rf"({'|'.join(RATE_LIMIT_KINDS)})=(\d+)/(\d+)")
 
 
 def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
@@ -143,8 +145,7 @@ def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
         match = _RATE_LIMIT.fullmatch(part.strip())
         if not match or int(match[2]) < 1 or int(match[3]) < 1:
             raise ValueError("must be on, off, or overrides like login-account=5/60,token-client=100/10 "
-                             "(kinds: token-client, token-address, login-account, login-address, "
-                             "register-address)")
+                             f"(kinds: {', '.join(RATE_LIMIT_KINDS)})")
         overrides.append((match[1], int(match[2]), int(match[3])))
     return tuple(overrides)
 

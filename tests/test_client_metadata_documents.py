@@ -28,6 +28,9 @@ from tornado.httputil import HTTPHeaders
 from lbauth.core import urls
 from lbauth.core.registration.documents import MAX_CACHE_SECONDS, is_document_url
 from lbauth.outbound import ForbiddenAddress, PublicOnlyResolver, freshness_seconds
+from lbauth.storage.records import Registration
+from lbauth.storage.repo import apps as apps_repo
+from tests.client import Client
 from tests.conftest import TestServer, start_server
 from tests.flow_helpers import PageSession, front_params, oauth_url, pkce_pair, redirect_query
 from tests.test_oidc_openid_client import make_certificates
@@ -56,7 +59,12 @@ class DocumentHandler(tornado.web.RequestHandler):
             self.set_status(404)
             return
         if answer.delay:
-            await asyncio.sleep(answer.delay)
+            self.site.waiting += 1
+            self.site.most_waiting = max(self.site.most_waiting, self.site.waiting)
+            try:
+                await asyncio.sleep(answer.delay)
+            finally:
+                self.site.waiting -= 1
             if self.request.connection.stream.closed():  # the fetcher gave up: nothing to answer
                 self._finished = True
                 return
@@ -72,14 +80,15 @@ class DocumentHandler(tornado.web.RequestHandler):
 
 
 class Site:
-    """Serves `answers[path]` over http://127.0.0.1:P and https://127.0.0.1:Q (the test CA), and
-    counts the requests for each path."""
+    """Serves `answers[path]` over http://127.0.0.1:P and https://127.0.0.1:Q (the test CA), counts
+    the requests for each path, and how many delayed answers are pending (at most, `most_waiting`)."""
 
     def __init__(self, directory: Path) -> None:
         self.ca, cert, key, _ = make_certificates(directory)
         self.answers: dict[str, Answer] = {}
         self.hits: collections.Counter[str] = collections.Counter()
         self.accept: list[str | None] = []
+        self.waiting = self.most_waiting = 0
         app = tornado.web.Application([(r"/(.*)", DocumentHandler, {"site": self})])
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(cert, key)
@@ -399,6 +408,135 @@ async def test_a_document_with_a_huge_max_age_is_cached_for_24_hours(dev: TestSe
     await accepted(dev, url)
     await accepted(dev, url)
     assert site.hits["huge.json"] == 1
+
+
+# ---- what an anonymous caller can make lbauth fetch and store -----------------------------------------------
+
+def on_localhost(site: Site, path: str, **fields: Any) -> str:
+    """A document at http://localhost:P/path: the same site under another host name."""
+    url = site.http_base.replace("127.0.0.1", "localhost") + "/" + path
+    site.publish(path, document(client_id=url, **fields), https=False)
+    return url
+
+
+async def document_apps(server: TestServer) -> set[str]:
+    stored = await server.db.read(apps_repo.all_apps)
+    return {app.client_id for app in stored if app.registration == Registration.DOCUMENT}
+
+
+async def test_a_host_that_stalls_keeps_no_other_host_waiting(dev: TestServer, site: Site) -> None:
+    """Twenty requests naming documents on a host that never answers in time hold two fetches of
+    that host at once, never every fetch slot: a client on another host signs its user in."""
+    stalled = [site.publish(f"stall/{n}.json", document(), https=False, delay=6) for n in range(20)]
+    attacker = Client(dev.url, max_clients=20)  # the test's own client sends at most 10 at once
+    waiting = [asyncio.ensure_future(attacker.get(request_url(url))) for url in stalled]
+    for _ in range(100):
+        if site.waiting >= 2:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)  # every stalled request is now fetching or waiting for a slot
+    await accepted(dev, on_localhost(site, "healthy.json"))
+    assert site.most_waiting == 2  # so far: two fetches of the stalled host at once, the others wait
+    pages = await asyncio.gather(*waiting)
+    attacker.close()
+    assert all(page.status == 400 and "did not answer within 5 seconds" in page.text for page in pages)
+
+
+async def test_a_document_url_that_timed_out_is_not_fetched_again_for_a_minute(dev: TestServer, site: Site) -> None:
+    url = site.publish("slow.json", document(), delay=6)
+    assert "did not answer within 5 seconds" in await refused(dev, url)
+    site.publish("slow.json", document())  # answers at once from now on
+    assert "tries again 60 seconds after that" in await refused(dev, url)
+    assert site.hits["slow.json"] == 1
+    dev.clock.advance(61)
+    await accepted(dev, url)
+    assert site.hits["slow.json"] == 2
+
+
+async def test_concurrent_requests_for_one_document_share_one_fetch(dev: TestServer, site: Site) -> None:
+    url = site.publish("popular.json", document(), delay=0.5)
+    pages = await asyncio.gather(*(PageSession(dev).get(request_url(url)) for _ in range(5)))
+    assert [page.status for page in pages] == [200] * 5
+    assert site.hits["popular.json"] == 1
+
+
+async def too_many(server: TestServer, client_id: str) -> None:
+    page = await PageSession(server).get(request_url(client_id))
+    assert page.status == 429, (page.status, page.text[:300])
+    assert int(page.response.headers["Retry-After"]) > 0 and page.login_form() is None
+
+
+async def test_fetches_are_limited_per_caller_address(tmp_path: Path, database_url: str, site: Site) -> None:
+    server = await start_server(tmp_path, database_url, env="development", outbound_ca_file=str(site.ca),
+                                rate_limits="document-address=3/60")
+    try:
+        cached = site.publish("cached.json", document(), headers={"Cache-Control": "max-age=600"})
+        for _ in range(4):
+            await accepted(server, cached)  # one fetch: a stored copy costs nothing
+        await accepted(server, site.publish("a.json", document()))
+        await accepted(server, site.publish("b.json", document()))
+        await too_many(server, site.publish("c.json", document()))
+        assert site.hits["c.json"] == 0
+        await accepted(server, cached)
+        server.clock.advance(60)
+        await accepted(server, site.publish("c.json", document()))
+    finally:
+        server.client.close()
+        await server.running.stop()
+
+
+async def test_fetches_are_limited_per_host(tmp_path: Path, database_url: str, site: Site) -> None:
+    server = await start_server(tmp_path, database_url, env="development", outbound_ca_file=str(site.ca),
+                                rate_limits="document-host=2/60")
+    try:
+        await accepted(server, site.publish("a.json", document()))
+        await accepted(server, site.publish("b.json", document(), https=False))  # 127.0.0.1 on another port
+        await too_many(server, site.publish("c.json", document()))
+        await accepted(server, on_localhost(site, "d.json"))
+    finally:
+        server.client.close()
+        await server.running.stop()
+
+
+async def test_nothing_is_stored_for_a_redirect_uri_the_document_does_not_list(dev: TestServer,
+                                                                               site: Site) -> None:
+    url = site.publish("agent.json", document())
+    assert "redirect URI" in await refused(dev, url, "https://evil.example/callback")
+    assert await document_apps(dev) == set()
+    await accepted(dev, url)
+    assert await document_apps(dev) == {url}
+
+
+async def test_a_host_keeps_at_most_100_clients_no_user_approved(dev: TestServer, site: Site) -> None:
+    urls_on_host = [site.publish(f"many/{n}.json", document()) for n in range(101)]
+    for url in urls_on_host[:100]:
+        await accepted(dev, url)
+    assert "already has 100 clients that no user has approved" in await refused(dev, urls_on_host[100])
+    await accepted(dev, on_localhost(site, "other.json"))  # another host
+    await consent(dev, urls_on_host[0])  # shown to a user, not yet approved: still counts
+    assert len(await document_apps(dev)) == 101
+
+
+async def test_expired_clients_no_user_approved_are_removed(dev: TestServer, site: Site) -> None:
+    lapsed = site.publish("lapsed.json", document(), headers={"Cache-Control": "max-age=60"})
+    fresh = site.publish("fresh.json", document(), headers={"Cache-Control": "max-age=600"})
+    approved = site.publish("approved.json", document(), headers={"Cache-Control": "max-age=60"})
+    revoked = site.publish("revoked.json", document(), headers={"Cache-Control": "max-age=60"})
+    await accepted(dev, lapsed)
+    await accepted(dev, fresh)
+    user = await dev.create_user()
+    for url in (approved, revoked):
+        session, page = await consent(dev, url, user=user)
+        assert (await session.decide(page, "approve")).status in (302, 303)
+    token = await dev.login(user["email"], user["password"])
+    assert (await dev.client.request("DELETE", "/api/auth/authorizations/" + quote(revoked, safe=""),
+                                     bearer=token)).status == 200
+    assert await dev.services.client_documents.remove_unapproved() == 0  # nothing expired yet
+    dev.clock.advance(61)
+    assert await dev.services.client_documents.remove_unapproved() == 1
+    assert await document_apps(dev) == {fresh, approved, revoked}  # a user approved those two once
+    await accepted(dev, lapsed)  # fetched and stored again when next named
+    assert site.hits["lapsed.json"] == 2
 
 
 @pytest.mark.parametrize("client_id", ["https://a%EF%BC%8Fb/x", "https://agent.example%EF%BC%9A8443/x"])

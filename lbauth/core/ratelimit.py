@@ -3,7 +3,8 @@ memory, per process, on the injected clock.
 
 Keys name what is limited: ("token-client", client_id and the caller's address), ("token-address", ip),
 ("login-account", email), ("login-address", ip), ("register-address", ip) (RFC 7591 registration
-and RFC 7592 reads and deletes, contract 17). A request over a limit is refused with 429
+and RFC 7592 reads and deletes, contract 17), ("document-address", ip) and ("document-host", host)
+(fetches of client metadata documents). A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers
 each counts on its own, so the effective limit is at most `workers` times the one below.
 """
@@ -33,6 +34,10 @@ LIMITS = {
     "login-address": Limit(100, 60),
     # Each registration makes an app: a client registers once per installation, not per request.
     "register-address": Limit(20, 60),
+    # Fetches of client metadata documents (a cached copy costs nothing): what an anonymous caller
+    # makes lbauth do, and what one host is asked for.
+    "document-address": Limit(30, 60),
+    "document-host": Limit(120, 60),
 }
 
 

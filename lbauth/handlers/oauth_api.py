@@ -24,7 +24,8 @@ class AuthorizeExternalHandler(BaseHandler):
         request = await endpoint.api_request(client_id, redirect_uri, scope, state=body.get("state"),
                                              code_challenge=body.get("codeChallenge"),
                                              code_challenge_method=body.get("codeChallengeMethod"),
-                                             resource=body.get("resource"), nonce=body.get("nonce"))
+                                             resource=body.get("resource"), nonce=body.get("nonce"),
+                                             address=self.request.remote_ip)
         issued = await endpoint.approve(request, me)
         self.send_data({"code": issued.code, "state": request.state or ""})
 

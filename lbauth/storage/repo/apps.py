@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from typing import Any
 
-from lbauth.storage.models import apps, users
+from sqlalchemy import Connection, bindparam, delete, exists, func, insert, or_, select, update
+
+from lbauth.storage.models import apps, grants, subjects, users
 from lbauth.storage.records import App, AppChanges, ClientMetadata, Registration
 from lbauth.storage.repo import duplicate_refused, shaped
 
@@ -33,6 +35,28 @@ def update_document_app(conn: Connection, client_id: str, metadata: ClientMetada
                           .where(apps.c.client_id == client_id, apps.c.registration == Registration.DOCUMENT.value)
                           .values(document_expires_at=expires_at, updated_at=now, **metadata.columns()))
     return result.rowcount > 0
+
+
+def _unapproved_documents() -> list[Any]:
+    """Conditions for a metadata-document app that no user has approved (no grant, even a revoked
+    one, and no pairwise subject)."""
+    return [apps.c.registration == Registration.DOCUMENT.value,
+            ~exists().where(grants.c.app_id == apps.c.id), ~exists().where(subjects.c.app_id == apps.c.id)]
+
+
+def count_unapproved_documents(conn: Connection, host: str) -> int:
+    """How many unapproved document apps have a client id on `host` (any scheme and port)."""
+    escaped = host.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    client_id = func.lower(apps.c.client_id)
+    on_host = or_(*(client_id.like(f"{scheme}://{escaped}{after}%", escape="\\")
+                    for scheme in ("https", "http") for after in ("/", ":")))
+    return conn.execute(select(func.count()).select_from(apps).where(on_host, *_unapproved_documents())).scalar_one()
+
+
+def delete_unapproved_documents(conn: Connection, now: int) -> int:
+    """Delete the unapproved document apps whose stored copy expired before `now`."""
+    result = conn.execute(delete(apps).where(apps.c.document_expires_at < now, *_unapproved_documents()))
+    return result.rowcount
 
 
 def by_client_id(conn: Connection, client_id: str) -> App | None:

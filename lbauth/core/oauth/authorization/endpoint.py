@@ -50,14 +50,16 @@ from lbauth.storage.repo import apps as apps_repo
 
 
 async def load_client(db: Database, client_id: Any, redirect_uri: Any,
-                      documents: ClientDocuments | None = None) -> App:
+                      documents: ClientDocuments | None = None, address: str | None = None) -> App:
     """The app and a redirect URI it may use, or a fatal error. With `documents`, a client id
-    naming a metadata document loads (or fetches) the client it registers (contract 17); without,
-    only the stored copy is looked at. Only operator apps have the localhost rule."""
+    naming a metadata document loads (or fetches, for a caller at `address`) the client it
+    registers (contract 17); without, only the stored copy is looked at. Only operator apps have the
+    localhost rule."""
     if not isinstance(client_id, str) or not client_id:
         raise ValidationFailed("Field required: client_id")
     if documents is not None and documents.names_document(client_id):
-        app: App | None = await documents.app(client_id)
+        app: App | None = await documents.app(client_id, redirect_uri if isinstance(redirect_uri, str) else "",
+                                              address)
     else:
         app = await db.read(apps_repo.by_client_id, client_id)
     if app is None:
@@ -129,15 +131,15 @@ class AuthorizationEndpoint:
     # ---- the front channel: {auth_url}/oauth/ ------------------------------------------------------------
 
     async def front_channel(self, params: Mapping[str, Sequence[str]], signed_in: SignedIn | None,
-                            answer: Answer | None = None) -> Decision:
+                            answer: Answer | None = None, address: str | None = None) -> Decision:
         """A request by GET or form POST (`params`: each name with all its values), or the consent
-        page's `answer` to it, from a browser where `signed_in` may be None. A bad client or
-        redirect URI is raised (an error page); everything else is a decision."""
+        page's `answer` to it, from a browser at `address` where `signed_in` may be None. A bad
+        client or redirect URI is raised (an error page); everything else is a decision."""
         for name in ("client_id", "redirect_uri"):  # the two that decide whether redirecting is safe
             if len(params.get(name, [])) != 1:
                 raise ValidationFailed(f"{name} must be sent exactly once")
         redirect_uri = params["redirect_uri"][0]
-        app = await load_client(self.db, params["client_id"][0], redirect_uri, self.documents)
+        app = await load_client(self.db, params["client_id"][0], redirect_uri, self.documents, address)
         try:
             request = parse.front_channel(app, params)
             for step in self.REQUEST_STEPS:
@@ -170,9 +172,9 @@ class AuthorizationEndpoint:
 
     async def api_request(self, client_id: str, redirect_uri: str, scope: Any, *, state: Any = None,
                           code_challenge: Any = None, code_challenge_method: Any = None, resource: Any = None,
-                          nonce: Any = None) -> AuthorizationRequest:
+                          nonce: Any = None, address: str | None = None) -> AuthorizationRequest:
         """Spec 4.2's request, as its JSON types it; every error is an envelope (no redirect)."""
-        app = await load_client(self.db, client_id, redirect_uri, self.documents)
+        app = await load_client(self.db, client_id, redirect_uri, self.documents, address)
         request = parse.check_api_request(app, redirect_uri, scope, state, code_challenge, code_challenge_method,
                                           resource)
         request = await self.resolve_resources(request)
