@@ -19,6 +19,7 @@ from lbauth.server import build_services
 from lbauth.services import Services
 from lbauth.storage.records import User
 from lbauth.storage.repo import grants as grants_repo
+from lbauth.storage.repo import users as users_repo
 from tests.conftest import START_TIME, make_settings
 
 PASSWORD = "correct horse battery"
@@ -60,14 +61,16 @@ async def signed_in(accounts: Accounts, user: User, password: str = PASSWORD, ki
 
 # ---- passwords (contract 3: account.password.weak) ---------------------------------------------------------
 
-@pytest.mark.parametrize(("password", "weak"), [
-    ("short-one", True),  # 9 characters
-    ("long-enough", False),
-    ("Ada@Example.com", True),  # the email, letter case aside
-    (" ada@example.com ", True),
+@pytest.mark.parametrize(("password", "reason"), [
+    ("short-one", "The password must be at least 10 characters."),  # 9 characters
+    ("long-enough", None),
+    ("p" * 256, None),
+    ("p" * 257, "The password must be at most 256 characters."),
+    ("Ada@Example.com", "The password must not be the account's email."),  # letter case aside
+    (" ada@example.com ", "The password must not be the account's email."),
 ])
-def test_a_new_password_is_weak_under_10_characters_or_when_it_is_the_email(password, weak):
-    assert passwords.is_weak(password, "ada@example.com") is weak
+def test_a_password_is_weak_outside_10_to_256_characters_or_when_it_is_the_email(password, reason):
+    assert passwords.weakness(password, "ada@example.com") == reason
 
 
 async def test_a_password_verifies_against_its_hash_only():
@@ -93,7 +96,6 @@ async def test_a_new_user_is_a_record_with_its_email_normalized_and_its_name_tri
 @pytest.mark.parametrize(("fields", "refused"), [
     ({"email": "not-an-email"}, "email"),
     ({"name": "   "}, "name"),
-    ({"password": "short"}, "password"),
     ({"avatar": "ftp://img.example/a.png"}, "avatar"),
 ])
 async def test_a_refused_new_user_names_the_field(services, fields, refused):
@@ -102,6 +104,12 @@ async def test_a_refused_new_user_names_the_field(services, fields, refused):
         await users.create_user(services.db, services.clock, **given)
     assert refusal.value.field == refused
     assert refusal.value.message.startswith(refused + " ")
+
+
+async def test_a_new_user_with_a_weak_password_is_refused_saying_why(services):
+    with pytest.raises(errors.PasswordWeak, match="at least 10 characters"):
+        await users.create_user(services.db, services.clock, email="grace@example.com", name="Grace", password="short")
+    assert await services.db.read(users_repo.by_email, "grace@example.com") is None
 
 
 async def test_an_email_is_taken_once(services, ada):
