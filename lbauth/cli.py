@@ -126,12 +126,14 @@ async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict
     password = password_argument(args)
     return created_user_json(await with_database(settings, lambda db: users.create_user(
         db, SystemClock(), email=args.email, name=args.name, password=password, avatar=args.avatar or "",
-        bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified)))
+        bio=args.bio or "", interest_tags=args.interest_tag or (), email_verified=args.email_verified,
+        cost=settings.argon2)))
 
 
 async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        session = await accounts.sign_in(db, SystemClock(), settings.user_token_ttl, args.email, args.password)
+        session = await accounts.sign_in(db, SystemClock(), settings.user_token_ttl, args.email, args.password,
+                                         cost=settings.argon2)
         return {"token": session.token, "expiresIn": session.expires_in}
     return await with_database(settings, work)
 

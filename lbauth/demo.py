@@ -33,7 +33,8 @@ async def ensure_demo(db: Database, clock: Clock, master_keys: MasterKeys, setti
     if user is None:
         password = secrets.token_urlsafe(12)
         await users.create_user(db, clock, email=DEMO_EMAIL, name="Demo User", password=password,
-                                bio="A user made by `make run`.", interest_tags=["demo"], email_verified=True)
+                                bio="A user made by `make run`.", interest_tags=["demo"], email_verified=True,
+                                cost=settings.argon2)
         result["password"] = password
         user = await db.read(users_repo.by_email, DEMO_EMAIL)
     app = next((a for a in await db.read(apps_repo.all_apps, user.id) if a.name == DEMO_APP), None)

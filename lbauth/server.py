@@ -25,6 +25,7 @@ from tornado.log import gen_log
 from lbauth import logs, metrics
 from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
+from lbauth.core.accounts import passwords
 from lbauth.core.crypto.keys import KeyRing, ensure_keys, load_keyring
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.delivery import Deliverer
@@ -215,6 +216,9 @@ async def start(settings: Settings, *, clock: Clock | None = None,
         running.listener.start()
     for callback in running.periodic:
         callback.start()
+    if not settings.development and passwords.below_owasp_minimum(settings.argon2):
+        log.warning("LBAUTH_ARGON2 is below OWASP's minimum for argon2id (19 MiB with 2 passes, or the "
+                    "equivalent): stolen password hashes would be cheap to guess")
     logs.event(log, "listening", host=settings.host, port=port, database=_database_kind(settings),
                env=settings.env)
     return running

@@ -59,6 +59,9 @@ class Settings:
     metrics_token: str | None = None
     log_level: str = "INFO"
     registration: str = ""  # default: open in development, token in production
+    # argon2id's cost for new password hashes: (time cost, memory in KiB, parallelism);
+    # RFC 9106's second recommended option (t=3, 64 MiB, p=4) by default
+    argon2: tuple[int, int, int] = (3, 65536, 4)
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -148,6 +151,22 @@ def _rate_limits(value: Any) -> bool | tuple[tuple[str, int, int], ...]:
                              f"(kinds: {', '.join(RATE_LIMIT_KINDS)})")
         overrides.append((match[1], int(match[2]), int(match[3])))
     return tuple(overrides)
+
+
+_ARGON2 = re.compile(r"t=(\d{1,6}),m=(\d{1,9}),p=(\d{1,3})")
+
+
+def _argon2(value: Any) -> tuple[int, int, int]:
+    """`t=TIME,m=MEMORY_KIB,p=PARALLELISM`: 1-100 passes, 1-64 lanes, 8 KiB per lane to 4 GiB."""
+    if isinstance(value, tuple):
+        return value
+    match = _ARGON2.fullmatch(str(value).strip().replace(" ", ""))
+    if match:
+        time_cost, memory, lanes = (int(group) for group in match.groups())
+        if 1 <= time_cost <= 100 and 1 <= lanes <= 64 and 8 * lanes <= memory <= 4 * 1024 * 1024:
+            return time_cost, memory, lanes
+    raise ValueError("must be t=PASSES,m=KIB,p=LANES with 1-100 passes, 1-64 lanes and 8 KiB per lane "
+                     f"to 4194304 KiB of memory, like t=3,m=65536,p=4 (got {str(value)!r})")
 
 
 def _switch(value: Any) -> bool:
@@ -291,6 +310,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "metrics_token": _text,
     "log_level": _log_level,
     "registration": _choice(REGISTRATION_MODES),
+    "argon2": _argon2,
 }
 
 # Settings that may be given as a command-line flag. The master key and the metrics token are

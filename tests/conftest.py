@@ -41,6 +41,7 @@ from lbauth.server import RunningServer, build_services, start
 from lbauth.services import Services
 from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
+from lbauth.storage.models import Base
 from tests.client import ERROR_BODIES, Client
 from tests.receiver import Receiver
 
@@ -49,6 +50,11 @@ PG_URL = os.environ.get("LBAUTH_TEST_POSTGRES_URL", "postgresql+asyncpg://postgr
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 BACKENDS = ("sqlite", "postgresql")
 START_TIME = 1_900_000_000  # the frozen clock's start: 2030-03-17
+# The tests' argon2id cost: the least there is. The default (RFC 9106: t=3, 64 MiB, p=4) costs
+# 150 ms of CPU a hash, and two thirds of the suite's CPU went there. tests/test_login.py checks
+# the default cost itself.
+TEST_ARGON2 = "t=1,m=8,p=1"
+_EMPTIED = tuple(reversed(Base.metadata.sorted_tables))  # children first
 
 
 def _pg_dsn(url: str, database: str | None = None) -> str:
@@ -178,7 +184,7 @@ async def empty_database_url(backend: str, tmp_path: Path, request: pytest.Fixtu
 def make_settings(tmp_path: Path, database_url: str, port: int = 0, **overrides: object) -> settings_mod.Settings:
     """Settings as an operator would give them, through the real loader (no environment)."""
     flags = {"data_dir": str(tmp_path / "data"), "database_url": database_url, "port": port,
-             "rate_limits": "off", **{k: v for k, v in overrides.items() if k != "environ"}}
+             "rate_limits": "off", "argon2": TEST_ARGON2, **{k: v for k, v in overrides.items() if k != "environ"}}
     return settings_mod.load(flags, environ=overrides.get("environ", {}))  # type: ignore[arg-type]
 
 
@@ -220,7 +226,7 @@ class TestServer:
         from lbauth.handlers.account_json import created_user_json
         email = email or f"user-{secrets.token_hex(4)}@example.com"
         created = await users.create_user(self.db, self.clock, email=email, name=name, password=password,
-                                          **extra)  # type: ignore[arg-type]
+                                          cost=self.settings.argon2, **extra)  # type: ignore[arg-type]
         return {**created_user_json(created), "password": password}
 
     async def login(self, email: str, password: str) -> str:
@@ -296,6 +302,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
             input: str | None = None) -> subprocess.CompletedProcess[str]:
     """The real `lbauth` command in a child process (`python -m lbauth`)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
+    full_env["LBAUTH_ARGON2"] = TEST_ARGON2
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input, cwd=ROOT)

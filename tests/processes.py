@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.client import Client
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_ARGON2
 
 
 def free_port() -> int:
@@ -28,7 +28,8 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
         self.env.update(LBAUTH_DATABASE_URL=database_url, LBAUTH_DATA_DIR=str(data_dir), LBAUTH_PORT=str(self.port),
-                        LBAUTH_ENV="development", LBAUTH_RATE_LIMITS="off", LBAUTH_LOG_LEVEL="WARNING",
+                        LBAUTH_ENV="development", LBAUTH_RATE_LIMITS="off", LBAUTH_ARGON2=TEST_ARGON2,
+                        LBAUTH_LOG_LEVEL="WARNING",
                         **{f"LBAUTH_{k.upper()}": v for k, v in settings.items()})
         self.proc: subprocess.Popen | None = None
         self.client = Client(self.url)

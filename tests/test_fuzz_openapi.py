@@ -55,7 +55,16 @@ from schemathesis.checks import (
 )
 
 from tests.client import ERROR_BODIES
-from tests.conftest import BACKENDS, ROOT, _pg_admin, _pg_url, _run_apart, require_postgres, run_cli
+from tests.conftest import (
+    BACKENDS,
+    ROOT,
+    TEST_ARGON2,
+    _pg_admin,
+    _pg_url,
+    _run_apart,
+    require_postgres,
+    run_cli,
+)
 from tests.processes import free_port
 
 pytestmark = pytest.mark.slow
@@ -168,7 +177,8 @@ def _start(database_url: str, data_dir: Path) -> tuple[subprocess.Popen, str, Pa
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
     env.update(LBAUTH_DATABASE_URL=database_url, LBAUTH_DATA_DIR=str(data_dir), LBAUTH_PORT=str(port),
-               LBAUTH_ENV="development", LBAUTH_RATE_LIMITS="off", LBAUTH_LOG_LEVEL="WARNING")
+               LBAUTH_ENV="development", LBAUTH_RATE_LIMITS="off", LBAUTH_LOG_LEVEL="WARNING",
+               LBAUTH_ARGON2=TEST_ARGON2)
     log = data_dir / f"server-{port}.log"
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:

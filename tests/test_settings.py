@@ -30,6 +30,7 @@ def test_defaults_match_the_contract(tmp_path):
     assert s.signing_alg == "ES256" and s.env == "production" and s.workers == 1
     assert s.max_body_bytes == 1024 * 1024 and s.webhook_timeout == 10 and s.rate_limits is True
     assert 2.5 * 86400 <= sum(s.webhook_retry_schedule) <= 3.5 * 86400  # "about 3 days in all"
+    assert s.argon2 == (3, 65536, 4)  # RFC 9106's second recommended option
 
 
 def test_flags_beat_environment_beat_file_beat_defaults(tmp_path):
@@ -75,12 +76,21 @@ def test_toml_file_may_use_an_lbauth_table(tmp_path):
     ({"LBAUTH_RATE_LIMITS": "maybe"}, "LBAUTH_RATE_LIMITS"),
     ({"LBAUTH_WEBHOOK_RETRY_SCHEDULE": "10,x,30"}, "LBAUTH_WEBHOOK_RETRY_SCHEDULE"),
     ({"LBAUTH_BASE_URL": "ftp://example.com"}, "LBAUTH_BASE_URL"),
+    ({"LBAUTH_ARGON2": "m=65536"}, "LBAUTH_ARGON2"),
+    ({"LBAUTH_ARGON2": "t=0,m=65536,p=4"}, "LBAUTH_ARGON2"),
+    ({"LBAUTH_ARGON2": "t=1,m=8,p=2"}, "LBAUTH_ARGON2"),  # 8 KiB per lane at least
+    ({"LBAUTH_ARGON2": "t=1,m=9999999,p=1"}, "LBAUTH_ARGON2"),
 ])
 def test_bad_values_are_refused_naming_the_setting(env, named):
     with pytest.raises(SettingsError) as info:
         settings.load({}, environ=env)
     message = str(info.value)
     assert message.startswith(named + ":") and "\n" not in message
+
+
+def test_the_argon2_cost_is_read_in_any_spacing():
+    assert settings.load({}, environ={"LBAUTH_ARGON2": " t=2, m=19456, p=1 "}).argon2 == (2, 19456, 1)
+    assert settings.load({"argon2": "t=4,m=16,p=2"}, environ={}).argon2 == (4, 16, 2)
 
 
 def _assert_one_line_error(result, *needles: str) -> None:

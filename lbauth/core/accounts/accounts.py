@@ -98,7 +98,8 @@ def checked_profile(changes: ProfileChanges, user: User) -> dict[str, Any]:
 
 
 async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: str, *, kind: str = API,
-                  user_agent: str = "", ip_address: str = "") -> NewSession:
+                  user_agent: str = "", ip_address: str = "",
+                  cost: passwords.Cost = passwords.DEFAULT_COST) -> NewSession:
     """Check the password and open a session; the same answer for a wrong email or password, and
     for a disabled or deleted account (contract 16)."""
     try:
@@ -106,7 +107,7 @@ async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: st
     except errors.ValidationFailed:
         email = ""
     user = await db.read(repo.by_email, email) if email else None
-    if not await passwords.verify_password(user.password_hash if user else None, password or ""):
+    if not await passwords.verify_password(user.password_hash if user else None, password or "", cost):
         raise errors.LoginFailed()
     if user is None or not user.active:
         raise errors.LoginFailed()
@@ -131,7 +132,7 @@ class Accounts:
 
     async def sign_in(self, email: str, password: str, *, kind: str, user_agent: str, ip_address: str) -> NewSession:
         return await sign_in(self.db, self.clock, self.settings.user_token_ttl, email, password, kind=kind,
-                             user_agent=user_agent, ip_address=ip_address)
+                             user_agent=user_agent, ip_address=ip_address, cost=self.settings.argon2)
 
     async def sign_out(self, signed_in: SignedIn) -> EndedSession:
         """End the session that made this request (POST /api/auth/logout, the pages' sign-out)."""
@@ -170,12 +171,13 @@ class Accounts:
         """The current password, then the new one's strength; every other session ends."""
         user = signed_in.user
         stored = await self.db.read(repo.by_id, user.id)
-        if stored is None or not await passwords.verify_password(stored.password_hash or None, current):
+        cost = self.settings.argon2
+        if stored is None or not await passwords.verify_password(stored.password_hash or None, current, cost):
             raise errors.LoginFailed("The current password is wrong.")
         weakness = passwords.weakness(new, stored.email)
         if weakness is not None:
             raise errors.PasswordWeak(weakness)
-        new_hash = await passwords.hash_password(new)
+        new_hash = await passwords.hash_password(new, cost)
         now = int(self.clock.now())
 
         def work(conn: Connection) -> int:
@@ -187,7 +189,8 @@ class Accounts:
 
     async def delete_own(self, signed_in: SignedIn, password: str) -> AccountChange:
         stored = await self.db.read(repo.by_id, signed_in.user.id)
-        if stored is None or not await passwords.verify_password(stored.password_hash or None, password):
+        cost = self.settings.argon2
+        if stored is None or not await passwords.verify_password(stored.password_hash or None, password, cost):
             raise errors.LoginFailed("The password is wrong.")
         return await self._delete(stored)
 

@@ -1,7 +1,10 @@
 """User passwords: argon2id (RFC 9106) through argon2-cffi, run off the event loop.
 
-Verifying costs about 190 ms of CPU by design; callers run it in a worker thread. An unknown
-email is checked against a dummy hash so that timing does not reveal which emails exist.
+The cost of new hashes is a setting (LBAUTH_ARGON2: time cost, memory in KiB, parallelism), RFC
+9106's second recommended option by default (t=3, 64 MiB, p=4: about 150 ms of CPU); a stored hash
+is verified with the cost it was made with. Callers run both in a worker thread. An unknown email
+is checked against a dummy hash of the current cost, so that timing does not reveal which emails
+exist.
 """
 
 from __future__ import annotations
@@ -12,13 +15,28 @@ import functools
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-_hasher = PasswordHasher()  # argon2id with the library's RFC 9106 defaults
+Cost = tuple[int, int, int]  # (time cost, memory in KiB, parallelism)
+DEFAULT_COST: Cost = (3, 65536, 4)  # RFC 9106 section 4, the second recommended option
+# OWASP's minimum (Password Storage Cheat Sheet): 7 to 46 MiB of memory, more passes for less.
+OWASP_MINIMUM_KIB_PASSES = 5 * 7168
 
 
 @functools.cache
-def _dummy_hash() -> str:
+def _hasher(cost: Cost) -> PasswordHasher:
+    time_cost, memory_kib, parallelism = cost
+    return PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=parallelism)
+
+
+@functools.cache
+def _dummy_hash(cost: Cost) -> str:
     """Made on first use, not at import: 150 ms that every `lbauth` command would pay."""
-    return _hasher.hash("lbauth dummy password for unknown accounts")
+    return _hasher(cost).hash("lbauth dummy password for unknown accounts")
+
+
+def below_owasp_minimum(cost: Cost) -> bool:
+    time_cost, memory_kib, _ = cost
+    return memory_kib < 7168 or time_cost * memory_kib < OWASP_MINIMUM_KIB_PASSES
+
 
 MIN_LENGTH, MAX_LENGTH = 10, 256
 
@@ -37,18 +55,19 @@ def weakness(password: str, email: str) -> str | None:
     return None
 
 
-async def hash_password(password: str) -> str:
-    return await asyncio.to_thread(_hasher.hash, password)
+async def hash_password(password: str, cost: Cost = DEFAULT_COST) -> str:
+    return await asyncio.to_thread(_hasher(cost).hash, password)
 
 
-async def verify_password(stored_hash: str | None, password: str) -> bool:
-    """False for no stored hash (None: an unknown email; "": an erased account), after as long."""
-    return await asyncio.to_thread(_verify, stored_hash or _dummy_hash(), password, bool(stored_hash))
+async def verify_password(stored_hash: str | None, password: str, cost: Cost = DEFAULT_COST) -> bool:
+    """False for no stored hash (None: an unknown email; "": an erased account), after as long as
+    a hash of `cost` takes."""
+    return await asyncio.to_thread(_verify, stored_hash or _dummy_hash(cost), password, bool(stored_hash))
 
 
 def _verify(stored_hash: str, password: str, real: bool) -> bool:
     try:
-        ok = _hasher.verify(stored_hash, password)
+        ok = _hasher(DEFAULT_COST).verify(stored_hash, password)  # the hash names its own cost
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
     return ok and real

@@ -27,7 +27,7 @@ def normalize_email(email: str) -> str:
 
 async def create_user(db: Database, clock: Clock, *, email: str, name: str, password: str,
                       avatar: str = "", bio: str = "", interest_tags: Sequence[str] = (),
-                      email_verified: bool = False) -> User:
+                      email_verified: bool = False, cost: passwords.Cost = passwords.DEFAULT_COST) -> User:
     email = normalize_email(email)
     name = (name or "").strip()
     if not name or len(name) > 200:
@@ -39,7 +39,7 @@ async def create_user(db: Database, clock: Clock, *, email: str, name: str, pass
         raise ValidationFailed("avatar must be an http(s) URL", field="avatar")
     user = User(id=opaque.new_id("usr_"), email=email, name=name, avatar=avatar or "", bio=bio or "",
                 interest_tags=[t.strip() for t in interest_tags if t.strip()],
-                password_hash=await passwords.hash_password(password), created_at=int(clock.now()),
+                password_hash=await passwords.hash_password(password, cost), created_at=int(clock.now()),
                 disabled_at=None, deleted_at=None, email_verified=email_verified)
     try:
         await db.transaction(repo.insert_user, user)
