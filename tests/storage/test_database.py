@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.engine import make_url
 
 from lbauth.errors import ServerUnavailable
 from lbauth.storage.db import CommitThenRaise, Database, open_database
@@ -108,6 +109,71 @@ async def test_an_unreachable_postgresql_is_unavailable_then_down() -> None:
             await db.transaction(add_user, "usr_z")
     finally:
         await db.close()
+
+
+class SlowConnects:
+    """A TCP relay to PostgreSQL that holds each new connection for `delay` seconds while `slow`
+    is set before relaying it: a host too busy to set up a connection quickly, as when a loaded
+    server opens its pool, while the connections it has answer at once."""
+
+    def __init__(self, database_url: str, delay: float) -> None:
+        self.url = make_url(database_url)
+        self.delay, self.slow = delay, False
+        self.listener: asyncio.Server | None = None
+        self.links: set[asyncio.Task] = set()
+
+    async def start(self) -> str:
+        self.listener = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = self.listener.sockets[0].getsockname()[1]
+        return self.url.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        link = asyncio.current_task()
+        assert link is not None
+        self.links.add(link)
+        link.add_done_callback(self.links.discard)
+        if self.slow:
+            await asyncio.sleep(self.delay)
+        up_reader, up_writer = await asyncio.open_connection(self.url.host or "127.0.0.1", self.url.port or 5432)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.transport.abort()
+
+    async def close(self) -> None:
+        """Stop, once every link has ended: a connection set up after its client gave up included."""
+        if self.listener is not None:
+            self.listener.close()
+        if self.links:
+            await asyncio.wait(self.links, timeout=5)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+async def test_a_slow_connect_while_the_database_answers_others_waits_instead_of_503(database_url: str) -> None:
+    """A busy database queues, it never answers 503: a connect slower than the outage timeout
+    (0.5 s), while another unit of work finishes meanwhile, is tried again, not taken for an outage."""
+    relay = SlowConnects(database_url, delay=0.8)
+    db = open_database(await relay.start())
+    try:
+        await db.transaction(add_user, "usr_a")  # one pooled connection, fast
+        relay.slow = True
+
+        def hold(conn: Connection) -> list[str]:
+            conn.execute(select(func.pg_sleep(0.3)))
+            return names(conn)
+        holding = asyncio.ensure_future(db.read(hold))  # takes the pooled connection for 0.3 s
+        await asyncio.sleep(0.05)
+        assert await db.read(names) == ["usr_a"]  # needs a new connection: 0.8 s to set up
+        assert await holding == ["usr_a"] and db.up
+    finally:
+        await db.close()
+        await relay.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])

@@ -168,9 +168,22 @@ class PostgresDatabase:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
     async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
+        deadline = time.monotonic() + QUEUE_WAIT_SECONDS
+        while True:
+            finished = self._finished
+            try:
+                return await self._attempt(work, args, autocommit)
+            except _NoConnection as failed:
+                # Slow to connect while other units of work finished meanwhile: the database answers,
+                # the host is only busy. Connect again (a busy database queues, never answers 503).
+                if not (isinstance(failed.__cause__, TimeoutError) and self._finished != finished
+                        and self.up and time.monotonic() < deadline):
+                    raise unavailable() from failed.__cause__
+
+    async def _attempt(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
         try:
             result = await greenlet_spawn(self._unit, work, args, autocommit)
-        except _NoConnection as failed:  # this request is answered 503 now
+        except _NoConnection as failed:  # this request is answered 503, unless the caller tries again
             exc = failed.__cause__
             if isinstance(exc, TimeoutError):
                 # Slow to connect: an unreachable database, or only a stalled event loop or a
@@ -178,7 +191,7 @@ class PostgresDatabase:
                 self._check_liveness()
             else:  # refused, reset: the database is not there
                 self._went_down(exc or failed)
-            raise unavailable() from exc
+            raise
         except Exception as exc:
             if is_unavailable(exc):
                 raise unavailable() from exc
