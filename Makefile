@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): more than the cores, since most tests wait on sockets and child
+# processes. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 
 .PHONY: run test install lint clean bench soak chromium node-packages
 
@@ -35,7 +38,7 @@ run: $(VENV)/.installed-run
 ##       without it unless CI=true). The Node tests need node and tests/package.json's packages
 ##       (installed here with npm; skipped without node unless CI=true).
 test: $(VENV)/.installed-test chromium node-packages
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
 # install it, once more after `apt-get update` if that fails (like ensure_wrk in
