@@ -15,6 +15,7 @@ Why pytest-asyncio and not pytest-tornasync: see README, "Testing".
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
 import logging
 import os
@@ -191,6 +192,27 @@ def require_postgres(template: PostgresTemplate) -> None:
     if IN_CI:
         pytest.fail(f"CI=true: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def alone_when_marked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Tests marked `alone` check that an outage is answered within about a second: they run while
+    no other test runs, in this process or any other of the run (pytest-xdist's workers share the
+    run's temporary directory). Every test holds a shared lock, an `alone` one an exclusive lock;
+    a gate, held by an `alone` test while it waits, stops new tests from starting meanwhile."""
+    exclusive = request.node.get_closest_marker("alone") is not None
+    locks = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's directory is in the run's
+        locks = locks.parent
+    with open(locks / "lbauth-gate.lock", "a") as gate, open(locks / "lbauth-tests.lock", "a") as tests:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if exclusive:
+            fcntl.flock(tests, fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(tests, fcntl.LOCK_SH)
+        yield  # both locks end with their files
 
 
 @pytest.fixture(params=BACKENDS)

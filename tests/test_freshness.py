@@ -35,7 +35,7 @@ from tests.processes import ServerProcess
 from tests.test_multiprocess import wait_until
 from tests.test_outage import Silent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 FRESH_SECONDS = 5  # contract section 7
 WATCH_SECONDS = FRESH_SECONDS + 3  # how long the test watches A while it is cut off

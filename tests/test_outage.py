@@ -48,7 +48,7 @@ from tests.processes import ServerProcess
 from tests.receiver import Answer, Receiver
 from tests.test_multiprocess import _true, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 GUARD = 1.0  # no answer during the outage may take longer (a hang guard, not a benchmark)
 CALM_GUARD = 10.0  # outside the outage: only a hang guard
