@@ -323,12 +323,40 @@ async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | N
 
 @pytest.fixture
 async def server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]:
-    srv = await start_server(tmp_path, database_url)
+    async with running_server(tmp_path, database_url) as srv:
+        yield srv
+
+
+@asynccontextmanager
+async def running_server(tmp_path: Path, database_url: str, **overrides: object) -> AsyncIterator[TestServer]:
+    """`start_server`, stopped at the end of the block."""
+    srv = await start_server(tmp_path, database_url, **overrides)
     try:
         yield srv
     finally:
         srv.client.close()
         await srv.running.stop()
+
+
+@pytest.fixture
+async def dev_server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]:
+    """lbauth in development (LBAUTH_ENV=development), with a 2-second webhook timeout."""
+    async with running_server(tmp_path, database_url, env="development", webhook_timeout=2) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """A headless Chromium (Debian's, through Playwright) for this test, on this test's event loop:
+    Playwright's objects belong to the loop they were started on."""
+    from tests.support import CHROMIUM, CHROMIUM_ARGS, async_playwright, require_browser
+    require_browser()
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
 
 
 @pytest.fixture

@@ -3,13 +3,11 @@ the feed, and the RFC 7009 / RFC 7662 endpoints with either client authenticatio
 
 from __future__ import annotations
 
-import base64
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-import jwt
-
 from tests.flow_helpers import Setup
+from tests.support import basic_auth
 
 ACCESS_TTL = 7200
 VERIFIER_LEEWAY = 60  # entries outlive the tokens they cover by the most leeway a verifier may use
@@ -27,12 +25,6 @@ def parse_iso(value: str) -> int:
     """An ISO 8601 UTC time with a `Z` suffix (contract 3), as a Unix time."""
     assert isinstance(value, str) and value.endswith("Z"), value
     return int(datetime.fromisoformat(value[:-1] + "+00:00").timestamp())
-
-
-def claims_of(access_token: str) -> dict:
-    """The access token's claims, read without verification (the test only looks at them)."""
-    assert access_token.startswith("lba_at_")
-    return jwt.decode(access_token[len("lba_at_"):], options={"verify_signature": False})
 
 
 async def me(server, bearer):
@@ -66,9 +58,8 @@ async def feed(server, since: str | None = None, headers: dict | None = None):
 
 
 def basic(client_id: str, client_secret: str) -> dict[str, str]:
-    """client_secret_basic: id and secret form-encoded, then base64 (RFC 6749 2.3.1)."""
-    raw = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}".encode()
-    return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+    """The `Authorization` header of client_secret_basic, as a dict for `headers=`."""
+    return {"Authorization": basic_auth(client_id, client_secret)}
 
 
 async def rfc_post(server, endpoint: str, setup: Setup, auth: str = "client_secret_basic", **form: str):

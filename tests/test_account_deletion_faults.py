@@ -25,7 +25,7 @@ from tests.client import Client
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import Setup, authorize, code_for, exchange, full_setup, refresh, tokens_for
 from tests.receiver import Receiver
-from tests.revocation_helpers import claims_of
+from tests.support import unverified_claims
 
 pytestmark = pytest.mark.slow
 
@@ -289,7 +289,7 @@ async def test_an_authorization_racing_the_apps_revocation_gives_no_token_of_the
     the revocation belong to a new grant (the user authorized the app again); none of the revoked
     grant's may give a token that works."""
     s = await full_setup(server)
-    revoked_grant = claims_of((await tokens_for(server, s))["accessToken"])["gid"]
+    revoked_grant = unverified_claims((await tokens_for(server, s))["accessToken"])["gid"]
     codes: list[str] = []
     stop: list[bool] = []
     loops = [asyncio.ensure_future(authorize_until_refused(server, s, codes, stop)) for _ in range(6)]
@@ -303,7 +303,7 @@ async def test_an_authorization_racing_the_apps_revocation_gives_no_token_of_the
         for loop in loops:
             loop.cancel()
     for tokens in await exchanged(server, s, codes):
-        if claims_of(tokens["accessToken"])["gid"] == revoked_grant:
+        if unverified_claims(tokens["accessToken"])["gid"] == revoked_grant:
             r = await server.client.get("/api/auth/me", bearer=tokens["accessToken"])
             r.assert_error(401, "oauth2.token.revoked")
             (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).assert_error(

@@ -33,7 +33,7 @@ from tests.account_helpers import (
     signed_in_browser,
     within,
 )
-from tests.conftest import START_TIME, arun_cli, start_server
+from tests.conftest import START_TIME, arun_cli, running_server, start_server
 from tests.flow_helpers import (
     REGISTERED_URI,
     PageSession,
@@ -52,13 +52,13 @@ from tests.revocation_helpers import (
     INVALID_TOKEN,
     assert_revoked_at_me,
     authorizations,
-    claims_of,
     feed,
     iso,
     me,
     other_user,
     second_app,
 )
+from tests.support import unverified_claims
 
 
 async def login_as(server, user: dict, user_agent: str | None = None, **more_headers: str) -> str:
@@ -396,10 +396,8 @@ async def test_changing_the_password_ends_every_other_session(server):
 
 @pytest.fixture
 async def limited(tmp_path, database_url):
-    srv = await start_server(tmp_path, database_url, rate_limits="login-account=3/60,login-address=50/60")
-    yield srv
-    srv.client.close()
-    await srv.running.stop()
+    async with running_server(tmp_path, database_url, rate_limits="login-account=3/60,login-address=50/60") as srv:
+        yield srv
 
 
 async def test_password_changes_are_rate_limited_like_sign_in(limited):
@@ -487,7 +485,7 @@ async def test_deleting_the_account_revokes_everything_and_frees_the_email(hooke
 
     # Offline verifiers learn it from the feed, which names the grants and nothing of the person.
     published = await feed(server)
-    grant_ids = {claims_of(tokens["accessToken"])["gid"] for tokens in issued}
+    grant_ids = {unverified_claims(tokens["accessToken"])["gid"] for tokens in issued}
     assert grant_ids <= {item.get("grantId") for item in published.data["items"]}
     assert "ses_" not in published.text and s.user["userId"] not in published.text
     assert "usr_" not in published.text and s.user["email"] not in published.text

@@ -18,7 +18,6 @@ from tests.revocation_helpers import (
     assert_works_at_me,
     authorizations,
     basic,
-    claims_of,
     feed,
     introspect,
     iso,
@@ -28,6 +27,7 @@ from tests.revocation_helpers import (
     revoke_app,
     second_app,
 )
+from tests.support import unverified_claims
 
 # ---- GET /api/auth/authorizations -----------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ async def test_authorizing_again_after_revoking_makes_a_new_grant_with_the_same_
     new_me = await me(server, new["accessToken"])
     assert new_me.status == 200, new_me.text
     assert new_me.data["appScopedUserId"] == old_me["appScopedUserId"]
-    assert claims_of(new["accessToken"])["gid"] != claims_of(old["accessToken"])["gid"]
+    assert unverified_claims(new["accessToken"])["gid"] != unverified_claims(old["accessToken"])["gid"]
     assert (await refresh(server, new["refreshToken"], s.client_id, s.client_secret)).status == 200
     assert [i["clientId"] for i in await authorizations(server, s.token)] == [s.client_id]
     # What the revoked grant issued stays refused.

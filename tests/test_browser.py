@@ -19,13 +19,9 @@ through the same flows by clicking the buttons a person would click.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 import shutil
-import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +33,7 @@ import tornado.netutil
 import tornado.web
 
 from lbauth.core.crypto import opaque
-from tests.conftest import IN_CI, ROOT, TestServer, start_server
+from tests.conftest import ROOT, TestServer
 from tests.flow_helpers import (
     REGISTERED_URI,
     Setup,
@@ -49,63 +45,16 @@ from tests.flow_helpers import (
     redirect_query,
     tokens_for,
 )
+from tests.support import TIMEOUT_MS, wait_until
 
 try:
-    from playwright.async_api import Browser, Page, Request, Route, async_playwright, expect
-except ImportError:  # reported by require_browser(), as a skip or (CI=true) a failure
-    async_playwright = None
+    from playwright.async_api import Browser, Page, Request, Route, expect
+except ImportError:  # reported by the browser fixture, as a skip or (CI=true) a failure
+    pass
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
-TIMEOUT_MS = 10_000
 APP_NAME = "Moonbeam Notes"
 USER_NAME = "Grace Hopper"
-
-
-def browser_missing() -> str | None:
-    if async_playwright is None:
-        return "the playwright package is not installed (pip install -e '.[test]')"
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        return (f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; "
-                "`make test` does it when run as root)")
-    return None
-
-
-def require_browser() -> None:
-    reason = browser_missing()
-    if reason is None:
-        return
-    if IN_CI:
-        pytest.fail(f"CI=true: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-# ---- fixtures ------------------------------------------------------------------------------------------
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """A headless Chromium for this test (on this test's event loop)."""
-    require_browser()
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                                    headless=True)
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
-
-
-@pytest.fixture
-async def dev_server(tmp_path: Path, database_url: str) -> AsyncIterator[TestServer]:
-    """The server in development mode, where a webhook URL on loopback (the receiver) is allowed."""
-    srv = await start_server(tmp_path, database_url, env="development", webhook_timeout=2)
-    try:
-        yield srv
-    finally:
-        srv.client.close()
-        await srv.running.stop()
 
 
 @dataclass
@@ -390,14 +339,6 @@ async def shown_value(page: Page, selector: str) -> str:
     return (value or "").strip()
 
 
-async def wait_for(condition: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {seconds} s for {what}")
-        await asyncio.sleep(0.1)
-
-
 def _reason(body: bytes) -> str | None:
     try:
         return json.loads(body).get("reason")
@@ -451,18 +392,14 @@ async def test_console_creates_an_app_and_sends_a_test_webhook(browser, dev_serv
 
     def test_delivery_arrived() -> bool:
         return any(_reason(hit.body) == "test_delivery" for hit in receiver.received)
-    await wait_for(test_delivery_arrived, 10, "the receiver to get the test delivery")
+    await wait_until(test_delivery_arrived, 10, "the receiver to get the test delivery")
 
-    deadline = time.monotonic() + 10
-    while True:
+    async def delivery_shown() -> bool:
         response = await page.goto(app_page)
         assert response is not None and response.status == 200, (app_page, response and response.status)
         deliveries = page.locator("#deliveries")
-        if await deliveries.count() and re.search(r"\b200\b", await deliveries.inner_text()):
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"#deliveries never showed 200 on {app_page}")
-        await asyncio.sleep(0.3)
+        return bool(await deliveries.count() and re.search(r"\b200\b", await deliveries.inner_text()))
+    await wait_until(delivery_shown, 10, f"#deliveries to show 200 on {app_page}", step=0.3)
     await screenshot(tab, tmp_path, request, "console-app")
     tab.assert_first_party()
     assert not without_copy, f"no Copy button beside {without_copy} on the page that showed the secrets"

@@ -9,10 +9,9 @@ Chromium is found and launched)."""
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import AsyncIterator
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import pytest
 import tornado.httpserver
@@ -20,7 +19,7 @@ import tornado.netutil
 import tornado.web
 
 from tests.flow_helpers import REGISTERED_URI, code_for, front_params, full_setup, oauth_url, tokens_for
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, async_playwright, require_browser
+from tests.support import TIMEOUT_MS, basic_auth
 
 ORIGIN = {"Origin": "https://spa.example"}
 PREFLIGHT_HEADERS = {"Authorization", "Content-Type", "MCP-Protocol-Version"}
@@ -31,11 +30,6 @@ CORS_ENDPOINTS = [  # (path, the method a browser client uses)
     ("/oauth/token", "POST"),
     ("/oauth/revoke", "POST"),
 ]
-
-
-def basic(client_id: str, client_secret: str) -> str:
-    pair = f"{quote(client_id, safe='')}:{quote(client_secret, safe='')}"
-    return "Basic " + base64.b64encode(pair.encode()).decode()
 
 
 def cors_headers(response) -> dict[str, str]:
@@ -65,7 +59,7 @@ async def test_the_public_endpoints_answer_any_origin_errors_too(server):
     assert {name: r.status for name, r in answers.items()} == dict.fromkeys(answers, 200)
     errors = {
         "feed, bad cursor": await client.get("/api/oauth/revocations?since=nonsense", headers=ORIGIN),
-        "token, wrong secret": await client.post("/oauth/token", headers={**ORIGIN, "Authorization": basic(
+        "token, wrong secret": await client.post("/oauth/token", headers={**ORIGIN, "Authorization": basic_auth(
             setup.client_id, "lba_cs_wrong")}, form={"grant_type": "refresh_token", "refresh_token": "x"}),
         "token, GET": await client.get("/oauth/token", headers=ORIGIN),
         "revoke, no client": await client.post("/oauth/revoke", headers=ORIGIN, form={"token": "x"}),
@@ -190,8 +184,7 @@ class AccessLog(logging.Handler):
             self.lines.append((fields["method"], fields["path"], fields["status"]))
 
 
-async def test_chromium_on_another_origin_exchanges_a_code_with_basic_auth(server, spa_origin):
-    require_browser()
+async def test_chromium_on_another_origin_exchanges_a_code_with_basic_auth(server, spa_origin, browser):
     setup = await full_setup(server)
     code = await code_for(server, setup)
     exchange = urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": setup.redirect_uri,
@@ -199,18 +192,12 @@ async def test_chromium_on_another_origin_exchanges_a_code_with_basic_auth(serve
     access_log = AccessLog()
     logging.getLogger("lbauth.access").addHandler(access_log)
     try:
-        async with async_playwright() as playwright:
-            chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                                        headless=True)
-            try:
-                page = await chromium.new_page()
-                page.set_default_timeout(TIMEOUT_MS)
-                await page.goto(spa_origin + "/")
-                result = await page.evaluate(CLIENT_SCRIPT, [
-                    server.url, basic(setup.client_id, setup.client_secret),
-                    basic(setup.client_id, "lba_cs_wrong"), exchange])
-            finally:
-                await chromium.close()
+        page = await browser.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        await page.goto(spa_origin + "/")
+        result = await page.evaluate(CLIENT_SCRIPT, [
+            server.url, basic_auth(setup.client_id, setup.client_secret),
+            basic_auth(setup.client_id, "lba_cs_wrong"), exchange])
     finally:
         logging.getLogger("lbauth.access").removeHandler(access_log)
     assert result == {  # keys: the access-token key and the RS256 ID-token key (contract 8)

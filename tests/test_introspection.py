@@ -12,12 +12,12 @@ from tests.revocation_helpers import (
     ACCESS_TTL,
     REFRESH_TTL,
     assert_revoke_ok,
-    claims_of,
     introspect,
     revoke_app,
     revoke_token,
     second_app,
 )
+from tests.support import unverified_claims
 
 # ---- POST /oauth/introspect (RFC 7662) ------------------------------------------------------------------
 
@@ -25,7 +25,7 @@ from tests.revocation_helpers import (
 async def test_introspecting_a_live_access_token(server, auth):
     s = await full_setup(server)
     access = (await tokens_for(server, s, ["userinfo", "chat.read"]))["accessToken"]
-    claims = claims_of(access)
+    claims = unverified_claims(access)
     answer = await introspect(server, s, access, auth)
     assert set(answer) == ACCESS_INTROSPECTION_FIELDS
     assert answer["active"] is True and answer["token_type"] == "Bearer"

@@ -29,7 +29,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib.util
 import json
 import re
@@ -50,7 +49,7 @@ import tornado.web
 from lbauth.clock import FrozenClock
 from lbauth.verify import Verifier
 from tests.conftest import IN_CI, ROOT, TestServer, arun_cli, start_server
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, require_browser
+from tests.support import TIMEOUT_MS, require_browser, unverified_claims
 from tests.test_oidc_openid_client import make_certificates
 
 try:
@@ -65,9 +64,9 @@ except ImportError as exc:  # reported by require_mcp()
     MCP_MISSING = f"the official MCP SDK is not importable ({exc}): pip install -e '.[test]' (mcp>=2)"
 
 try:
-    from playwright.async_api import Browser, Page, async_playwright
+    from playwright.async_api import Page
 except ImportError:  # require_browser() reports it
-    async_playwright = None
+    pass
 
 EXAMPLE = ROOT / "docs" / "examples" / "mcp_server.py"
 USER_NAME = "Grace Hopper"
@@ -99,12 +98,6 @@ def loopback_socket() -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
-
-
-def unverified_claims(access_token: str) -> dict[str, Any]:
-    """The payload of an `lba_at_` JWS, as the client holds it (the MCP server verified it)."""
-    payload = access_token.removeprefix("lba_at_").split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
 # ---- the MCP server -----------------------------------------------------------------------------------
@@ -305,17 +298,6 @@ async def rig(tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
         documents.stop()
         lbauth.client.close()
         await lbauth.running.stop()
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    require_browser()
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
 
 
 # ---- the proof -------------------------------------------------------------------------------------------

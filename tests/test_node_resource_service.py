@@ -33,33 +33,19 @@ from joserfc.jwk import KeySet
 
 from lbauth.clock import FrozenClock
 from tests.client import Client, Response
-from tests.conftest import IN_CI, ROOT, TestServer, start_server
+from tests.conftest import ROOT, TestServer, start_server
 from tests.flow_helpers import full_setup, tokens_for
+from tests.support import NODE_MODULES, require_node
 
 EXAMPLE = ROOT / "docs" / "examples" / "resource-service.mjs"
 DOC = ROOT / "docs" / "resource-services.md"
-NODE_MODULES = ROOT / "tests" / "node_modules"
 REVOCATION_DEADLINE = 5.0  # seconds: contract section 7's bound for every process of a deployment
-
-
-def require_node() -> str:
-    """The path of `node`, with `jose` installed in tests/node_modules; else skip (fail under CI)."""
-    node = shutil.which("node")
-    if node is None:
-        reason = "node is not on PATH: the Node resource-service recipe cannot run"
-    elif not (NODE_MODULES / "jose" / "package.json").is_file():
-        reason = "tests/node_modules has no jose: run `make test`, or `npm ci` in tests/"
-    else:
-        return node
-    if IN_CI:
-        pytest.fail(f"CI=true: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 async def launch(workdir: Path, issuer: str, audience: str | None) -> tuple[asyncio.subprocess.Process, bytes, Path]:
     """Start `node` on a copy of the recipe; the process, its first line of output (within 20 s)
     and the file its stderr goes to."""
-    node = require_node()
+    node = require_node("jose")
     workdir.mkdir(parents=True, exist_ok=True)
     # A copy of the file people copy, beside the test packages (an ES module finds `jose` in a
     # node_modules next to it or above it; NODE_PATH does not apply to `import`).
@@ -129,7 +115,7 @@ async def refused_within(service: NodeService, token: str, deadline: float) -> t
 @pytest.fixture
 async def live_server(tmp_path: Path, database_url: str):
     """lbauth with a frozen clock set to the real time: the Node service checks real time."""
-    require_node()
+    require_node("jose")
     srv = await start_server(tmp_path, database_url, clock=FrozenClock(time.time()))
     try:
         yield srv

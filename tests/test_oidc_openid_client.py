@@ -26,7 +26,6 @@ import hashlib
 import ipaddress
 import json
 import os
-import shutil
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -43,9 +42,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from lbauth.clock import FrozenClock
-from tests.conftest import IN_CI, ROOT, TestServer, start_server
+from tests.conftest import ROOT, TestServer, start_server
 from tests.flow_helpers import REGISTERED_URI, redirect_query
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, require_browser
+from tests.support import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, require_browser, require_node
 
 try:
     from playwright.async_api import Request, Route, async_playwright
@@ -53,23 +52,8 @@ except ImportError:  # require_browser() reports it
     async_playwright = None
 
 RP_SCRIPT = ROOT / "tests" / "oidc_rp.mjs"
-OPENID_CLIENT = ROOT / "tests" / "node_modules" / "openid-client" / "package.json"
 SIGNED_OUT_URI = "https://app.example/signed-out"
 SCOPE = "openid profile email"
-
-
-def require_node() -> str:
-    node = shutil.which("node")
-    reason = None
-    if node is None:
-        reason = "node is not installed: the openid-client relying-party test needs Node.js 20 or later"
-    elif not OPENID_CLIENT.is_file():
-        reason = "tests/node_modules/openid-client is missing: run `npm ci` in tests/ (make test does)"
-    if reason is None:
-        return node
-    if IN_CI:
-        pytest.fail(f"CI=true: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 # ---- a test CA and a server certificate -----------------------------------------------------------------
@@ -181,7 +165,7 @@ async def browser_step(issuer: HttpsIssuer, url: str, email: str, password: str)
 @pytest.mark.slow
 @pytest.mark.parametrize("with_nonce", [False, True], ids=["readme-quick-start", "nonce-and-state"])
 async def test_openid_client_signs_in_reads_userinfo_refreshes_and_builds_the_logout_url(https_issuer, with_nonce):
-    node = require_node()
+    node = require_node("openid-client")
     require_browser()
     server = https_issuer.server
     user = await server.create_user(name="Grace Hopper", email_verified=True)

@@ -11,17 +11,15 @@ from lbauth.core.ratelimit import RateLimiter
 from lbauth.errors import RateLimited
 from lbauth.settings import SettingsError
 from lbauth.settings import load as load_settings
-from tests.conftest import start_server
+from tests.conftest import running_server
 from tests.flow_helpers import full_setup, refresh, tokens_for
 
 
 @pytest.fixture
 async def limited(tmp_path, database_url):
-    srv = await start_server(tmp_path, database_url,
-                             rate_limits="login-account=3/60,login-address=8/60,token-client=5/10,token-address=9/10")
-    yield srv
-    srv.client.close()
-    await srv.running.stop()
+    async with running_server(tmp_path, database_url, rate_limits="login-account=3/60,login-address=8/60,"
+                                                                  "token-client=5/10,token-address=9/10") as srv:
+        yield srv
 
 
 async def test_a_burst_of_logins_to_one_account_is_slowed_and_recovers(limited):

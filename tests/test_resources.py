@@ -9,7 +9,6 @@ import asyncio
 import json
 from urllib.parse import quote
 
-import jwt
 import pytest
 import tornado.httpserver
 import tornado.netutil
@@ -27,14 +26,11 @@ from lbauth.verify import (
 from tests.client import Client
 from tests.conftest import arun_cli
 from tests.flow_helpers import PageSession, full_setup, oauth_url, redirect_query
+from tests.support import unverified_claims
 
 MCP = "https://mcp.example.com"  # registered without a path: MCP clients send it with the slash
 NOTES = "https://notes.example/mcp"
 VOICE = "https://voice.example/api"
-
-
-def claims(token: str) -> dict:
-    return jwt.decode(token[len("lba_at_"):], options={"verify_signature": False})
 
 
 async def register(server, uri: str, name: str | None = None, scopes: list[str] | None = None) -> dict:
@@ -124,7 +120,7 @@ async def test_a_token_for_a_resource_carries_it_as_aud_and_only_its_verifier_ac
     r = await code_exchange(server, s, query["code"][0], resource=["https://notes.example/mcp"])
     assert r.status == 200, r.text
     access = r.json["access_token"]
-    assert claims(access)["aud"] == NOTES and r.json["scope"] == "userinfo chat.read"
+    assert unverified_claims(access)["aud"] == NOTES and r.json["scope"] == "userinfo chat.read"
 
     for_notes = Verifier(server.url, "https://NOTES.example:443/mcp", clock=server.clock.now)
     for_voice = Verifier(server.url, VOICE, clock=server.clock.now)
@@ -132,7 +128,7 @@ async def test_a_token_for_a_resource_carries_it_as_aud_and_only_its_verifier_ac
     for v in (for_notes, for_voice, for_lbauth):
         await v.arefresh()
     try:
-        assert for_notes.verify(access, ["chat.read"])["sub"] == claims(access)["sub"]
+        assert for_notes.verify(access, ["chat.read"])["sub"] == unverified_claims(access)["sub"]
         for refusing in (for_voice, for_lbauth):
             with pytest.raises(TokenError) as info:
                 refusing.verify(access)
@@ -159,7 +155,7 @@ async def test_without_resource_at_the_token_endpoint_aud_lists_every_resource_a
     assert NOTES in consent.text and VOICE in consent.text and MCP not in consent.text
     r = await code_exchange(server, s, query["code"][0])
     assert r.status == 200, r.text
-    assert claims(r.json["access_token"])["aud"] == [NOTES, VOICE]  # a list, not LBAUTH_AUDIENCE
+    assert unverified_claims(r.json["access_token"])["aud"] == [NOTES, VOICE]  # a list, not LBAUTH_AUDIENCE
     refresh_token = r.json["refresh_token"]
 
     async def refreshed(**form):
@@ -168,10 +164,10 @@ async def test_without_resource_at_the_token_endpoint_aud_lists_every_resource_a
     narrowed = await refreshed(resource=VOICE + "/")  # RFC 3986 6.2.2 does not drop a path's slash...
     assert narrowed.status == 400 and narrowed.json["error"] == "invalid_target"
     narrowed = await refreshed(resource="HTTPS://voice.example/api")  # ...but does lowercase the host
-    assert narrowed.status == 200 and claims(narrowed.json["access_token"])["aud"] == VOICE
+    assert narrowed.status == 200 and unverified_claims(narrowed.json["access_token"])["aud"] == VOICE
     both = await refreshed(resource=[NOTES, VOICE])
-    assert claims(both.json["access_token"])["aud"] == [NOTES, VOICE]
-    assert claims((await refreshed()).json["access_token"])["aud"] == [NOTES, VOICE]
+    assert unverified_claims(both.json["access_token"])["aud"] == [NOTES, VOICE]
+    assert unverified_claims((await refreshed()).json["access_token"])["aud"] == [NOTES, VOICE]
     # Registered but not granted; unknown; not a resource indicator at all.
     for outside in (MCP, "https://unknown.example/", "https://notes.example/mcp#x"):
         refused = await refreshed(resource=outside)
@@ -183,7 +179,7 @@ async def test_without_any_resource_aud_stays_lbauth_audience(server):
     s = await full_setup(server)
     query, _ = await authorize(server, s, scope="userinfo")
     r = await code_exchange(server, s, query["code"][0])
-    assert claims(r.json["access_token"])["aud"] == server.settings.audience
+    assert unverified_claims(r.json["access_token"])["aud"] == server.settings.audience
     assert (await server.client.get("/api/auth/me", bearer=r.json["access_token"])).status == 200
     # A resource named only at the token endpoint is not one the code was issued for.
     query, _ = await authorize(server, s, scope="userinfo")
@@ -200,7 +196,7 @@ async def test_the_slash_some_clients_add_names_the_same_resource(server):
     query, _ = await authorize(server, s, resource=[MCP + "/"])  # as URL.href sends it
     r = await code_exchange(server, s, query["code"][0], resource=[MCP + "/"])
     assert r.status == 200, r.text
-    assert claims(r.json["access_token"])["aud"] == MCP  # as registered
+    assert unverified_claims(r.json["access_token"])["aud"] == MCP  # as registered
     verifier = Verifier(server.url, MCP + "/", clock=server.clock.now)
     await verifier.arefresh()
     try:
@@ -229,7 +225,7 @@ async def test_an_unknown_resource_is_invalid_target_at_both_endpoints(server):
     refused = await code_exchange(server, s, query["code"][0], resource=["not a uri"])
     assert (refused.status, refused.json["error"]) == (400, "invalid_target")
     ok = await code_exchange(server, s, query["code"][0], resource=[NOTES])
-    assert ok.status == 200 and claims(ok.json["access_token"])["aud"] == NOTES
+    assert ok.status == 200 and unverified_claims(ok.json["access_token"])["aud"] == NOTES
 
 
 # ---- scopes within a resource's list --------------------------------------------------------------------
@@ -242,7 +238,7 @@ async def test_scopes_outside_a_resource_list_are_dropped_and_the_response_says_
     assert "chat.read" in consent.text and "userinfo" not in consent.text and "voice" not in consent.text
     r = await code_exchange(server, s, query["code"][0])
     assert r.status == 200 and r.json["scope"] == "chat.read"
-    assert claims(r.json["access_token"])["scope"] == "chat.read"
+    assert unverified_claims(r.json["access_token"])["scope"] == "chat.read"
     # Two resources: only what both allow.
     query, _ = await authorize(server, s, scope="chat.read memory.read voice", resource=[NOTES, VOICE])
     assert (await code_exchange(server, s, query["code"][0])).json["scope"] == "chat.read"
@@ -278,7 +274,7 @@ async def test_a_grant_holding_a_resource_is_asked_again_for_another(server):
     assert page.consent_form() is not None and VOICE in page.text
     query, page = await authorize(server, s, browser, resource=[VOICE, NOTES], approve=False)  # both held now
     r = await code_exchange(server, s, query["code"][0])
-    assert claims(r.json["access_token"])["aud"] == [VOICE, NOTES]
+    assert unverified_claims(r.json["access_token"])["aud"] == [VOICE, NOTES]
 
 
 # ---- revocation, whatever the audience --------------------------------------------------------------------
@@ -381,7 +377,7 @@ async def test_a_tornado_resource_service_publishes_its_metadata_and_challenges_
         query, _ = await authorize(server, s, scope="userinfo chat.read", resource=[resource])
         wide = (await code_exchange(server, s, query["code"][0], resource=[resource])).json["access_token"]
         ok = await client.get("/mcp", bearer=wide)
-        assert ok.status == 200 and ok.json == {"sub": claims(wide)["sub"]}
+        assert ok.status == 200 and ok.json == {"sub": unverified_claims(wide)["sub"]}
     finally:
         client.close()
         service.stop()
@@ -400,7 +396,8 @@ async def test_the_server_side_authorize_api_takes_resources_too(server):
     r = await authorize_api(resource=["https://NOTES.example/mcp"])
     assert r.status == 200, r.text
     exchanged = await code_exchange(server, s, r.data["code"])
-    assert exchanged.json["scope"] == "chat.read" and claims(exchanged.json["access_token"])["aud"] == [NOTES]
+    assert exchanged.json["scope"] == "chat.read"
+    assert unverified_claims(exchanged.json["access_token"])["aud"] == [NOTES]
     (await authorize_api(resource=["https://unknown.example/"])).assert_error(400, "oauth2.target.invalid")
     (await authorize_api(resource=NOTES)).assert_error(400, "request.validation_failed")  # not an array
     (await authorize_api(scope=["userinfo"], resource=[NOTES])).assert_error(400, "oauth2.scope.invalid")

@@ -12,7 +12,6 @@ from tests.revocation_helpers import (
     ACCESS_TTL,
     VERIFIER_LEEWAY,
     assert_revoke_ok,
-    claims_of,
     feed,
     iso,
     me,
@@ -21,6 +20,7 @@ from tests.revocation_helpers import (
     revoke_token,
     second_app,
 )
+from tests.support import unverified_claims
 
 # ---- GET /api/oauth/revocations -------------------------------------------------------------------------
 
@@ -36,7 +36,7 @@ async def test_feed_is_empty_without_revocations(server):
 
 async def test_feed_lists_a_revoked_grant_without_credentials(server):
     s = await full_setup(server)
-    gid = claims_of((await tokens_for(server, s))["accessToken"])["gid"]
+    gid = unverified_claims((await tokens_for(server, s))["accessToken"])["gid"]
     server.clock.advance(30)
     revoked_at = (await revoke_app(server, s.token, s.client_id)).data["revokedAt"]
     r = await feed(server)
@@ -50,7 +50,7 @@ async def test_feed_lists_a_revoked_grant_without_credentials(server):
 async def test_feed_lists_a_revoked_access_token_by_jti_until_its_expiry(server):
     s = await full_setup(server)
     access = (await tokens_for(server, s))["accessToken"]
-    claims = claims_of(access)
+    claims = unverified_claims(access)
     server.clock.advance(100)
     assert_revoke_ok(await revoke_token(server, s, access))
     (item,) = (await feed(server)).data["items"]
@@ -61,8 +61,8 @@ async def test_feed_lists_a_revoked_access_token_by_jti_until_its_expiry(server)
 async def test_feed_since_the_returned_cursor_gives_only_later_entries(server):
     s = await full_setup(server)
     t = await second_app(server, s)
-    first_gid = claims_of((await tokens_for(server, s))["accessToken"])["gid"]
-    second_gid = claims_of((await tokens_for(server, t))["accessToken"])["gid"]
+    first_gid = unverified_claims((await tokens_for(server, s))["accessToken"])["gid"]
+    second_gid = unverified_claims((await tokens_for(server, t))["accessToken"])["gid"]
 
     assert (await revoke_app(server, s.token, s.client_id)).status == 200
     page = (await feed(server)).data

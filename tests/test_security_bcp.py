@@ -9,8 +9,6 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import quote, urlencode, urlsplit
 
-import jwt
-
 from tests.conftest import start_server
 from tests.flow_helpers import (
     REGISTERED_URI,
@@ -24,6 +22,7 @@ from tests.flow_helpers import (
     redirect_query,
     tokens_for,
 )
+from tests.support import unverified_claims
 from tests.test_secrets_at_rest import _all_cells
 
 EVIL_NEXT = (
@@ -125,7 +124,7 @@ async def test_a_refresh_narrows_scopes_but_never_widens_them(server):
 
     narrowed = await server.client.post("/oauth/token", form={**form, "scope": "userinfo"})
     assert narrowed.status == 200 and narrowed.json["scope"] == "userinfo"
-    assert _claims(narrowed.json["access_token"])["scope"] == "userinfo"
+    assert unverified_claims(narrowed.json["access_token"])["scope"] == "userinfo"
 
     for wider in ("userinfo note.write", "chat.read chat.write"):
         r = await server.client.post("/oauth/token", form={**form, "scope": wider})
@@ -178,8 +177,6 @@ async def test_no_cors_headers_where_a_user_token_or_cookie_is_taken(server):
     assert answers[2].status >= 400 and answers[3].status >= 400  # no preflight is approved there
 
 
-def _claims(access_token: str) -> dict:
-    return jwt.decode(access_token.removeprefix("lba_at_"), options={"verify_signature": False})
 
 
 async def test_no_pkce_downgrade_at_the_rfc_token_endpoint(server):

@@ -26,6 +26,7 @@ from lbauth.verify import TokenError, Verifier, metadata_url, requires_token
 from tests.client import Client
 from tests.conftest import ROOT, START_TIME, TestServer, make_settings
 from tests.flow_helpers import code_for, full_setup, tokens_for
+from tests.support import unverified_claims
 
 
 def b64(data: bytes) -> str:
@@ -47,7 +48,7 @@ async def verifier(server):
 async def claims_of(server) -> tuple[str, dict]:
     s = await full_setup(server)
     token = (await tokens_for(server, s))["accessToken"]
-    return token, jwt.decode(token[7:], options={"verify_signature": False})
+    return token, unverified_claims(token)
 
 
 def sign(server, claims: dict, **header) -> str:

@@ -22,6 +22,7 @@ from lbauth.verify import decode_access_token
 from lbauth.verify.checklist import Entry
 from tests.conftest import START_TIME, make_settings
 from tests.core.test_authorization_server import party
+from tests.support import unverified_claims
 
 RESOURCE = "https://notes.example/mcp"
 
@@ -131,4 +132,4 @@ async def test_a_grant_entry_at_the_same_second_moves_iat_past_it_while_the_refr
 
 
 def claims_of(token_set: TokenSet) -> dict[str, Any]:
-    return jwt.decode(token_set.access_token.removeprefix("lba_at_"), options={"verify_signature": False})
+    return unverified_claims(token_set.access_token)
