@@ -115,10 +115,19 @@ def test_openid_options_of_users_and_apps(cli):
     assert updated["postLogoutRedirectUris"] == ["https://rp.example/a", "https://rp.example/b"]
     assert ("EdDSA", "active") in {(k["alg"], k["state"]) for k in cli.json("keys", "list")}
     assert cli.json("apps", "update", client_id, "--name", "Renamed")["idTokenAlg"] == "EdDSA"  # kept
+    renamed = cli.json("apps", "show", client_id)  # read back apart from the update's own answer
+    assert (renamed["name"], renamed["idTokenAlg"]) == ("Renamed", "EdDSA")
+    assert renamed["postLogoutRedirectUris"] == ["https://rp.example/a", "https://rp.example/b"]
+    keys_before = cli.json("keys", "list")
     bad_alg = cli("apps", "update", client_id, "--id-token-alg", "HS256", ok=False)
-    assert bad_alg.returncode != 0 and "HS256" in bad_alg.stderr
+    assert bad_alg.returncode != 0 and "HS256" in bad_alg.stderr and bad_alg.stdout == ""
+    assert "Traceback" not in bad_alg.stderr, bad_alg.stderr  # refused, not crashed
     bad_uri = cli("apps", "update", client_id, "--post-logout-redirect-uri", "https://rp.example/x#f", ok=False)
-    assert bad_uri.returncode == 1 and "fragment" in bad_uri.stderr.lower()
+    assert bad_uri.returncode == 1 and "fragment" in bad_uri.stderr.lower() and bad_uri.stdout == ""
+    assert len(bad_uri.stderr.strip().splitlines()) == 1, bad_uri.stderr  # one line, no traceback
+    # Refused means nothing changed: the app as it was, no key made for the refused algorithm.
+    assert cli.json("apps", "show", client_id) == renamed
+    assert cli.json("keys", "list") == keys_before
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -294,6 +294,16 @@ async def test_code_expires_after_five_minutes(server):
     assert r.status == 200, r.text
 
 
+def assert_refused_for_the_query_string(r, field: str) -> None:
+    """Contract 6: credentials in a query string are refused, as request.validation_failed naming
+    the field and the query string; not "Field required" (which a server ignoring the query
+    string would answer when the body lacks the secret), and no data."""
+    r.assert_error(400, "request.validation_failed")
+    assert set(r.json) == {"code", "message", "subCode"}, r.text
+    assert field in r.json["message"] and "query string" in r.json["message"], r.text
+    assert not r.json["message"].startswith("Field required"), r.text
+
+
 @pytest.mark.parametrize("secret_also_in_body", [False, True])
 async def test_client_secret_in_the_query_string_is_refused(server, secret_also_in_body):
     s = await full_setup(server)
@@ -304,9 +314,10 @@ async def test_client_secret_in_the_query_string_is_refused(server, secret_also_
         form["client_secret"] = s.client_secret
     path = "/api/oauth/token/code?" + urlencode({"client_secret": s.client_secret})
     r = await server.client.post(path, form=form)
-    assert r.status == 400, r.text
-    document = r.json
-    assert document["code"] == 400 and isinstance(document.get("subCode"), str) and "data" not in document
+    assert_refused_for_the_query_string(r, "client_secret")
+    # Nothing was used up: the code still redeems with the secret in the body.
+    r = await exchange(server, code, s.redirect_uri, s.client_id, s.client_secret)
+    assert r.status == 200, r.text
 
 
 async def test_refresh_client_secret_in_the_query_string_is_refused(server):
@@ -316,8 +327,8 @@ async def test_refresh_client_secret_in_the_query_string_is_refused(server):
     r = await server.client.post(path, form={"grant_type": "refresh_token", "client_id": s.client_id,
                                              "refresh_token": tokens["refreshToken"],
                                              "client_secret": s.client_secret})
-    assert r.status == 400, r.text
-    assert r.json["code"] == 400 and "data" not in r.json
+    assert_refused_for_the_query_string(r, "client_secret")
+    assert (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).status == 200
 
 
 async def test_concurrent_redemptions_of_one_code_have_exactly_one_winner(server):

@@ -17,7 +17,10 @@ delete an account get fresh sessions, a second user or users made to be deleted,
 seeded credentials keep working. Each case is then sent in one of three ways, chosen from a hash
 of its content (reproducible, like the derandomized generation): with real credentials (and real
 ids, codes and tokens in place of generated ones), as generated (schemathesis's own garbage
-credentials), or with no credentials at all, so that the error paths are fuzzed too.
+credentials), or with no credentials at all, so that the error paths are fuzzed too. The first case
+of each operation (with the operation's own method) always gets real credentials: an operation with
+few cases could otherwise draw none. Every operation that takes a credential must have let some case
+in (see `_got_past_authentication`), checked when the module's server stops.
 
 Error bodies go to tests.client.ERROR_BODIES, which the suite-wide leak check scans.
 """
@@ -111,6 +114,9 @@ class Seeded:
     registration: dict = field(default_factory=dict)  # a dynamic registration (RFC 7591) to read
     statuses: dict[str, collections.Counter] = field(
         default_factory=lambda: collections.defaultdict(collections.Counter))
+    secured: set[str] = field(default_factory=set)  # the operations run that name a credential
+    past_authentication: collections.Counter = field(default_factory=collections.Counter)  # their cases let in
+    first_cases: dict[str, int] = field(default_factory=dict)  # operation -> its first case's digest (real)
 
     def post(self, path: str, **kwargs: Any) -> requests.Response:
         return self.http.post(self.url + path, allow_redirects=False, timeout=20, **kwargs)
@@ -251,7 +257,13 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         print(f"\n{request.param}: the server's log (tracebacks of any 5xx): {log}")
         print(f"{request.param}: statuses per operation (run with -s to see them):")
         for label, statuses in sorted(seeded.statuses.items()):
-            print(f"  {label}: {sum(statuses.values())} cases, {dict(sorted(statuses.items()))}")
+            let_in = f", {seeded.past_authentication[label]} past authentication" if label in seeded.secured else ""
+            print(f"  {label}: {sum(statuses.values())} cases, {dict(sorted(statuses.items()))}{let_in}")
+        # The credentials seeded above are what gets cases into the handlers' logic: every operation
+        # that takes one must have let some case in, or its fuzzing only ever met the front door.
+        shut_out = {label: dict(seeded.statuses[label]) for label in sorted(seeded.secured)
+                    if not seeded.past_authentication[label]}
+        assert not shut_out, f"{request.param}: no case got past authentication: {shut_out}"
     finally:
         http.close()
         _stop(proc)
@@ -264,11 +276,15 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 REAL, GENERATED, NONE = "real", "as generated", "none"
 
 
-def _mode(case: schemathesis.Case) -> tuple[str, int]:
+def _mode(case: schemathesis.Case, seeded: Seeded) -> tuple[str, int]:
     """How this case authenticates, from a hash of its content: half real, a quarter as generated,
-    a quarter with nothing. The hash's other bits pick among real variants."""
+    a quarter with nothing. The hash's other bits pick among real variants. The operation's first
+    case with its own method is real, and so is that same content sent again (a replay)."""
     digest = zlib.crc32(repr((case.operation.label, case.path_parameters, dict(case.headers or {}),
                               case.cookies, case.query, case.body)).encode("utf-8", "backslashreplace"))
+    if case.method.upper() == case.operation.method.upper() and \
+            seeded.first_cases.setdefault(case.operation.label, digest) == digest:
+        return REAL, digest >> 2
     return (REAL, REAL, GENERATED, NONE)[digest % 4], digest >> 2
 
 
@@ -316,7 +332,7 @@ def _page(case: schemathesis.Case, seeded: Seeded, session: str | None = None, x
 
 
 def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
-    mode, variant = _mode(case)
+    mode, variant = _mode(case, seeded)
     if mode == NONE:
         _with_header(case, "Authorization", None)
         _with_cookies(case, lbauth_session=None)
@@ -328,7 +344,9 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
         case "login" | "loginSubmit":
             _with_fields(case, email=seeded.email, password=PASSWORD)
             if case.operation.definition.raw["operationId"] == "loginSubmit":
-                _page(case, seeded)
+                # A browser session of its own: signing in again ends the session the cookie names,
+                # and with the seeded one every later page would only show the sign-in form.
+                _page(case, seeded, *seeded.page_session())
         case "listAuthorizations" | "listSessions" | "getProfile" | "updateProfile":
             _with_header(case, "Authorization", bearer)
         case "apiLogout":
@@ -442,6 +460,25 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
     return mode
 
 
+SIGNED_IN = b'action="/logout"'  # templates/base.html: the header's sign-out form, shown to a signed-in user
+
+
+def _takes_credentials(case: schemathesis.Case) -> bool:
+    """The document names a credential for the operation (a `security` requirement that is not `{}`)."""
+    return any(case.operation.definition.raw.get("security") or [])
+
+
+def _got_past_authentication(case: schemathesis.Case, response: requests.Response) -> bool:
+    """Let in: not a 405 (refused before any check); behind the session cookie, a redirect or a page
+    for a signed-in user (a visitor gets the sign-in form, with a 200 or a 401, and a page's 401 may
+    also be a wrong password); behind any other credential, not a 401."""
+    if response.status_code == 405:
+        return False
+    if any("sessionCookie" in requirement for requirement in case.operation.definition.raw["security"]):
+        return 300 <= response.status_code < 400 or SIGNED_IN in response.content
+    return response.status_code != 401
+
+
 # ---- the test ----------------------------------------------------------------------------------------------
 
 @schema.parametrize()
@@ -451,6 +488,10 @@ def test_every_response_is_documented_and_none_is_a_server_error(case: schemathe
     authenticate(case, fuzzed)
     response = case.call(base_url=fuzzed.url, timeout=20)
     fuzzed.statuses[case.operation.label][response.status_code] += 1
+    if _takes_credentials(case):
+        fuzzed.secured.add(case.operation.label)
+        if _got_past_authentication(case, response):
+            fuzzed.past_authentication[case.operation.label] += 1
     if response.status_code >= 400:
         ERROR_BODIES.append(response.content or b"")
     case.validate_response(response, checks=CHECKS)

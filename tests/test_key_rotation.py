@@ -16,7 +16,6 @@ import pytest
 
 from lbauth.clock import SystemClock
 from lbauth.core.crypto import reseal
-from lbauth.server import KEY_RELOAD_SECONDS
 from tests.conftest import ROOT, start_server
 from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
 from tests.processes import ServerProcess
@@ -42,18 +41,52 @@ class Probe:
     def __init__(self, issuer: str, audience: str) -> None:
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "verifier_probe.py"), issuer, audience],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.lock = asyncio.Lock()  # one question at a time: the traffic and the test both ask
 
     async def ready(self) -> None:
         assert (await asyncio.to_thread(self.proc.stdout.readline)).strip() == "ready"
 
+    async def ask(self, line: str) -> str:
+        async with self.lock:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+            return (await asyncio.to_thread(self.proc.stdout.readline)).strip()
+
     async def verify(self, token: str) -> str:
-        self.proc.stdin.write(token + "\n")
-        self.proc.stdin.flush()
-        return (await asyncio.to_thread(self.proc.stdout.readline)).strip()
+        return await self.ask(token)
+
+    async def kids(self) -> set[str]:
+        """The key ids the verifier holds now (it fetches the JWKS every second here)."""
+        answer = (await self.ask("?kids")).split()
+        assert answer[:1] == ["kids"], answer
+        return set(answer[1:])
 
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=10)
+
+
+async def until(condition, what: str, seconds: float = 30) -> None:
+    """Poll `condition()` (a coroutine function) until it holds. The deadline only guards against a
+    hang: the steps wait for what they need to have happened, not for a number of seconds."""
+    deadline = time.monotonic() + seconds
+    while not await condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def published(server) -> set[str]:
+    """The key ids a server's JWKS publishes now."""
+    return {k["kid"] for k in (await server.client.get("/.well-known/jwks.json")).json["keys"]}
+
+
+async def promote_when_allowed(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`rotate_signing_key.py promote`, again while it says to wait for the (shortened) grace."""
+    while True:
+        result = await atool("rotate_signing_key.py", "promote", *args, "--grace", "2", "--json", env=env)
+        if result.returncode == 0 or "Wait" not in result.stderr:
+            return result
+        await asyncio.sleep(0.5)
 
 
 async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_url):
@@ -76,9 +109,12 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         old_kid = first.services.keyring.signer.kid
         id_kid = first.services.keyring.signers["RS256"].kid
         held: list[tuple[str, float]] = []  # tokens re-verified until they expire
+        rounds = 0
 
         async def traffic() -> None:
+            nonlocal rounds
             while not stop.is_set():
+                rounds += 1
                 r = await refresh(first, refresh_token, setup.client_id, setup.client_secret)
                 token = r.data["accessToken"]
                 kid = jwt.get_unverified_header(token[7:])["kid"]
@@ -102,11 +138,13 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         running = asyncio.ensure_future(traffic())
         await asyncio.sleep(1)
         staged = json.loads((await atool("rotate_signing_key.py", "stage", "--json", env=env)).stdout)
-        # The grace (shortened here with --grace): every server publishes the staged key within its
-        # reload interval, and verifiers fetch the JWKS every second here. Waiting less than the
-        # reload interval made the test depend on where the servers' reloads fell (it failed under load).
-        await asyncio.sleep(KEY_RELOAD_SECONDS + 1.5)
-        promoted = await atool("rotate_signing_key.py", "promote", "--grace", "2", "--json", env=env)
+        # What the grace is for: every server publishes the staged key (this process reloads now,
+        # the other at its next periodic reload) and the verifier has fetched it, before it signs.
+        # Waited for as it happens, not for a number of seconds (a fixed sleep failed under load).
+        await first.running.reload_keys()
+        await until(lambda: _holds(published(second), staged["kid"]), "the other process publishes the staged key")
+        await until(lambda: _holds(probe.kids(), staged["kid"]), "the verifier holds the staged key")
+        promoted = await promote_when_allowed(env)
         assert promoted.returncode == 0, promoted.stderr
         await first.running.reload_keys()
         while True:  # retire as soon as the tool says it is safe
@@ -115,7 +153,12 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
                 break
             assert "Wait" in result.stderr
             await asyncio.sleep(1)
-        await asyncio.sleep(6)  # servers reload, the verifier drops the retired key
+        # The servers drop the retired key, and so does the verifier, while the traffic goes on.
+        await first.running.reload_keys()
+        await until(lambda: _lacks(published(second), old_kid), "the other process drops the retired key")
+        await until(lambda: _lacks(probe.kids(), old_kid), "the verifier drops the retired key")
+        after = rounds
+        await until(lambda: _true(rounds >= after + 3), "the traffic goes on past the reloads")
         stop.set()
         await running
         assert failures == []
@@ -214,6 +257,18 @@ async def test_a_rotation_moves_access_tokens_only_to_the_signing_alg_setting(tm
         await srv.running.stop()
 
 
+async def _holds(kids, kid: str) -> bool:
+    return kid in await kids
+
+
+async def _lacks(kids, kid: str) -> bool:
+    return kid not in await kids
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
 class RelyingParty:
     """What an OpenID Connect library does with ID tokens: verify them against the issuer's JWKS,
     cached, fetched again every second and on an unknown `kid` (at most twice a second)."""
@@ -299,9 +354,12 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
         stage = await atool("rotate_signing_key.py", "stage", "--alg", "RS256", "--json", env=env)
         assert stage.returncode == 0, stage.stderr
         staged = json.loads(stage.stdout)
-        await asyncio.sleep(KEY_RELOAD_SECONDS + 1.5)  # every server publishes it; the RP fetches it
-        promoted = await atool("rotate_signing_key.py", "promote", "--alg", "RS256", "--grace", "2", "--json",
-                               env=env)
+        # Every server publishes it (this process reloads now, the other at its next periodic
+        # reload) and the relying party has fetched it, before it signs.
+        await first.running.reload_keys()
+        await until(lambda: _holds(published(second), staged["kid"]), "the other process publishes the staged key")
+        await until(lambda: _true(staged["kid"] in rp.keys), "the relying party holds the staged key")
+        promoted = await promote_when_allowed(env, "--alg", "RS256")
         assert promoted.returncode == 0, promoted.stderr
         assert json.loads(promoted.stdout)["kid"] == staged["kid"]
         await first.running.reload_keys()
@@ -311,7 +369,12 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
                 break
             assert "Wait" in result.stderr
             await asyncio.sleep(1)
-        await asyncio.sleep(6)  # servers reload, the relying party drops the retired key
+        # The servers drop the retired key, and so does the relying party, while the traffic goes on.
+        await first.running.reload_keys()
+        await until(lambda: _lacks(published(second), old_kid), "the other process drops the retired key")
+        await until(lambda: _true(old_kid not in rp.keys), "the relying party drops the retired key")
+        after = count
+        await until(lambda: _true(count >= after + 3), "the traffic goes on past the reloads")
         stop.set()
         await running
         assert failures == []

@@ -5,8 +5,10 @@ production; absent when no token is configured)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import start_server
@@ -96,7 +98,9 @@ async def test_production_needs_the_metrics_token(tmp_path, database_url):
 
 
 async def test_workers_share_their_counts(tmp_path, database_url):
-    """With two workers, every scrape reports the sum over both, whichever worker answers it.
+    """With two workers, every scrape reports the sum over both, whichever worker answers it; each
+    worker's own counts (its file in the shared directory) show that both answered requests and
+    scrapes.
 
     A worker counts a request in on_finish, just after the response is written, so the client can
     read a response a moment before its count lands: wait for the counts to settle, then every
@@ -105,8 +109,12 @@ async def test_workers_share_their_counts(tmp_path, database_url):
     from tests.processes import ServerProcess
     server = await ServerProcess(database_url, tmp_path, workers="2").start()
 
+    scrapes = 0
+
     async def healthz_count() -> float:
+        nonlocal scrapes
         samples = await scrape(server)
+        scrapes += 1
         return value(samples, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
 
     async def settled_at(expected: float) -> None:
@@ -116,13 +124,60 @@ async def test_workers_share_their_counts(tmp_path, database_url):
             await asyncio.sleep(0.05)
         assert await healthz_count() == expected
 
+    async def counted_by_each(route: str, total: float) -> dict[int, float]:
+        """Each worker's own count of `route`, once they add up to `total` (they land just after
+        the answers): how many of those requests that process answered."""
+        for _ in range(100):
+            counts = {pid: value(samples, "lbauth_http_requests_total", route=route, method="GET", status="200")
+                      for pid, samples in counts_by_process(tmp_path / "metrics").items()}
+            if sum(counts.values()) == total:
+                return counts
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{route}: the workers' own counts {counts} never added up to {total}")
+
     try:
         await settled_at(1)  # start() saw exactly one 200 from /healthz
         for _ in range(40):  # keep-alive off: the kernel spreads new connections over the workers
             r = await server.client.get("/healthz", headers={"Connection": "close"})
             assert r.status == 200
         await settled_at(41)
-        for _ in range(6):
+        workers = worker_pids(server.proc.pid)
+        assert len(workers) == 2, workers
+        healthz = await counted_by_each("/healthz", 41)
+        assert set(healthz) == workers and all(healthz[pid] > 0 for pid in workers), healthz  # both answered
+
+        before = await counted_by_each("/metrics", scrapes)
+        for _ in range(20):  # each scrape on a new connection: both workers answer some
             assert await healthz_count() == 41
+        after = await counted_by_each("/metrics", scrapes)
+        answered = {pid: after[pid] - before.get(pid, 0) for pid in workers}
+        assert all(n > 0 for n in answered.values()), answered  # both workers reported the sum of both
     finally:
         server.stop()
+
+
+def worker_pids(supervisor: int) -> set[int]:
+    """The supervisor's child processes (the workers), from /proc."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == supervisor:  # state, then the parent's pid
+            children.add(int(stat.parent.name))
+    return children
+
+
+def counts_by_process(directory: Path) -> dict[int, dict[tuple[str, tuple], float]]:
+    """Each process's own counters: prometheus-client's multiprocess mode keeps them in one file per
+    process, `counter_<pid>.db`, which the scrape sums. Read one file at a time, they tell the
+    workers apart."""
+    by_pid = {}
+    for path in directory.glob("counter_*.db"):
+        samples = {}
+        for metric in MultiProcessCollector.merge([str(path)]):
+            for sample in metric.samples:
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        by_pid[int(path.stem.rsplit("_", 1)[1])] = samples
+    return by_pid

@@ -4,6 +4,8 @@ No server: these are functions, checked over many generated inputs."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import string
 import time
@@ -11,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from lbauth import webhooks
@@ -37,6 +39,23 @@ def test_the_localhost_rule_admits_only_plain_loopback_http(uri):
         assert parts.username is None and parts.password is None and not parts.fragment and "#" not in uri
         assert parts.port is None or parts.port <= 65535
         assert uri.split("/")[2].split(":")[0] in ("localhost", "127.0.0.1")  # exactly, not a lookalike
+
+
+@pytest.mark.parametrize(("uri", "admitted"), [
+    # Contract 5: scheme http, host exactly localhost or 127.0.0.1, any port, any path and query.
+    ("http://localhost/cb", True), ("http://localhost:8080/callback", True), ("http://127.0.0.1/", True),
+    ("http://127.0.0.1:65535/cb?x=1", True), ("http://localhost", True),
+    # Not plain loopback http: every one refused.
+    ("https://localhost/cb", False), ("http://[::1]/cb", False), ("http://127.0.0.2/cb", False),
+    ("http://LOCALHOST/cb", False), ("http://localhost.evil.example/", False),
+    ("http://localhost@evil.example/", False), ("http://user@localhost/cb", False),
+    ("http://localhost:65536/cb", False), ("http://localhost:x/cb", False), ("http://localhost/cb#f", False),
+    ("http://localhost\\@evil.example/", False), ("ftp://localhost/cb", False), ("localhost/cb", False),
+])
+def test_the_localhost_rule_on_known_uris(uri, admitted):
+    """The property above only looks at what is admitted: a rule admitting nothing would pass it.
+    These fix both outcomes."""
+    assert urls.is_loopback_redirect(uri) is admitted
 
 
 @FAST
@@ -102,17 +121,47 @@ def test_a_form_action_source_is_only_ever_one_host_source(uri):
     assert source == f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port is not None else "")
 
 
+@pytest.mark.parametrize(("uri", "source"), [
+    ("https://app.example/cb", "https://app.example"),
+    ("https://app.example:8443/cb?x=1", "https://app.example:8443"),
+    ("http://localhost:8080/callback", "http://localhost:8080"),
+    ("http://127.0.0.1/cb", "http://127.0.0.1"),
+    ("https://xn--bcher-kva.example/cb", "https://xn--bcher-kva.example"),
+    # No host-source can name these: never `*`, a wildcard host or a bare scheme (contract 5).
+    ("com.example.app:/cb", None), ("https://*.example/cb", None), ("https://*/cb", None),
+    ("ftp://app.example/cb", None), ("https://app.example;script-src */cb", None),
+    ("http://[::1]:8080/cb", None), ("https://user@app.example/cb", None),
+])
+def test_the_form_action_source_of_known_uris(uri, source):
+    """The property above only checks a source when there is one: a function that never gave one
+    would pass it. These fix both outcomes."""
+    assert urls.form_action_source(uri) == source
+
+
+# Contract 5 and 15: OpenID Connect's three, then the nine of the specification's table, in its order
+# (`scopes_supported` and `apps create` list them so). Written out here, not read from lbauth.
+CONTRACT_SCOPES = ("openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write", "note.write",
+                   "voice", "plaza.read", "plaza.write", "agent_memory")
+
+
+def test_the_permission_table_is_the_contracts():
+    assert tuple(scopes.ALL) == CONTRACT_SCOPES
+
+
 @FAST
-@given(st.lists(st.one_of(st.sampled_from(scopes.ALL), st.text(max_size=20)), max_size=12))
+@given(st.lists(st.one_of(st.sampled_from(CONTRACT_SCOPES), st.text(max_size=20)), max_size=12))
+@example(list(reversed(CONTRACT_SCOPES)))  # every scope, out of order: table order must come back
+@example(["chat.write", "userinfo", "chat.write", "openid"])  # a repeat
+@example(["userinfo", "admin"])  # one unknown
 def test_scopes_come_back_known_deduplicated_and_in_table_order(requested):
     try:
         parsed = scopes.validate(requested)
     except ScopeInvalid as exc:
-        assert any(s not in scopes.SCOPES for s in requested)
+        assert any(s not in CONTRACT_SCOPES for s in requested)
         assert len(exc.message) < 200  # an unknown scope is named briefly, never echoed at length
         return
     assert set(parsed) == set(requested)
-    assert list(parsed) == [s for s in scopes.ALL if s in parsed]
+    assert list(parsed) == [s for s in CONTRACT_SCOPES if s in parsed]
     assert scopes.parse_space_separated("  ".join(requested)) == parsed
 
 
@@ -125,11 +174,27 @@ def test_a_credential_prefix_needs_a_string_that_starts_with_it_and_goes_on(valu
     assert opaque.has_prefix(prefix + (value if isinstance(value, str) and value else "x"), prefix)
 
 
+def spec_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Spec section 6, computed with the standard library: the lowercase hex HMAC-SHA256, keyed with
+    the webhook secret, of `<X-Service-Timestamp>.<raw body>`."""
+    return hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256).hexdigest()
+
+
+def test_a_webhook_signature_is_the_spec_hmac_of_a_known_message():
+    """A pinned vector: HMAC-SHA256 of b"1900000000.{}" under the key b"s", as
+    `printf '1900000000.{}' | openssl dgst -sha256 -hmac s` gives it."""
+    expected = "c3e2fba8f76288c5435487413e9b137345a2e95d4816285abfce90e49914254e"
+    assert spec_signature("s", "1900000000", b"{}") == expected
+    assert webhooks.sign("s", "1900000000", b"{}") == expected
+
+
 @FAST
 @given(st.text(min_size=1, max_size=64), st.binary(max_size=512), st.integers(0, 2**40))
 def test_a_webhook_signature_verifies_and_any_change_breaks_it(secret, body, timestamp):
     stamp = str(timestamp)
-    signature = webhooks.sign(secret, stamp, body)
+    signature = spec_signature(secret, stamp, body)
+    assert re.fullmatch(r"[0-9a-f]{64}", signature)
+    assert webhooks.sign(secret, stamp, body) == signature  # what the deliverer sends
     webhooks.verify_signature(secret, stamp, body, signature, now=timestamp)
     with pytest.raises(webhooks.InvalidSignature):
         webhooks.verify_signature(secret, stamp, body + b" ", signature, now=timestamp)
@@ -143,7 +208,7 @@ def test_a_webhook_signature_verifies_and_any_change_breaks_it(secret, body, tim
 @given(st.text(max_size=80), st.text(max_size=20))
 def test_a_forged_webhook_signature_is_refused_cleanly(signature, timestamp):
     """Whatever arrives in the two headers, the helper answers InvalidSignature, never a crash."""
-    assume(signature != webhooks.sign("s", timestamp, b"{}") if timestamp.isascii() else True)
+    assume(signature != spec_signature("s", timestamp, b"{}") if timestamp.isascii() else True)
     with pytest.raises(webhooks.InvalidSignature):
         webhooks.verify_signature("s", timestamp, b"{}", signature, now=time.time())
 

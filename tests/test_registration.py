@@ -275,7 +275,9 @@ async def test_registration_is_rate_limited_per_source_address(make_server):
     for _ in range(3):
         assert (await register(srv, document)).status == 201
     r = await register(srv, document)
-    assert r.status == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+    # RFC 7591 3.2.2's error object (the OpenAPI document's RegistrationRateLimited), not the envelope.
+    assert_rfc7591_error(r, 429, "invalid_request")
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
     srv.clock.advance(60)
     assert (await register(srv, document)).status == 201
 

@@ -68,8 +68,10 @@ async def test_client_secret_in_the_query_string_is_refused(server, endpoint):
     t = await tokens_for(server, s)
     r = await server.client.post(f"{endpoint}?client_id={s.client_id}&client_secret={quote(s.client_secret)}",
                                  form={"token": t["refreshToken"]})
-    assert r.status in (400, 401), r.text
-    assert r.json["error"] in ("invalid_request", "invalid_client")
+    # RFC 6749 2.3.1 (contract 6): refused as a malformed request, naming the query string.
+    assert r.status == 400 and set(r.json) == {"error", "error_description"}, r.text
+    assert r.json["error"] == "invalid_request", r.text
+    assert "client_secret" in r.json["error_description"] and "query string" in r.json["error_description"]
     assert (await refresh(server, t["refreshToken"], s.client_id, s.client_secret)).status == 200
 
 

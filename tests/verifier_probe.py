@@ -1,5 +1,6 @@
 """A resource service's view, in its own process: reads access tokens on standard input, one per
-line, and answers each with `ok <kid>` or the subCode lbauth.verify refused it with."""
+line, and answers each with `ok <kid>` or the subCode lbauth.verify refused it with. The line `?kids`
+is answered with `kids` and the key ids the verifier holds now."""
 
 import sys
 
@@ -13,6 +14,9 @@ verifier.start()
 print("ready", flush=True)
 for line in sys.stdin:
     token = line.strip()
+    if token == "?kids":
+        print("kids", *sorted(verifier.keys), flush=True)
+        continue
     try:
         verifier.verify(token)
         print("ok", jwt.get_unverified_header(token[7:])["kid"], flush=True)

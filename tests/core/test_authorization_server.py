@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 
+import jwt
 import pytest
 
 from lbauth import errors
@@ -18,7 +19,6 @@ from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentia
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
 from lbauth.services import Services
-from lbauth.verify import decode_access_token
 from tests.conftest import START_TIME
 
 REDIRECT_URI = "https://app.example/callback"
@@ -121,6 +121,21 @@ async def alice(services: Services) -> Party:
     return await party(services, "alice@example.com")
 
 
+def verified_access_token(services: Services, access_token: str, *, audience: str) -> dict:
+    """The access token checked with PyJWT, not with lbauth's own code: contract 6's `lba_at_` + a
+    compact JWS, header `typ: at+jwt`, ES256 (LBAUTH_SIGNING_ALG's default), signed by the key its
+    `kid` names in the published JWKS, every required claim present, `iss` and `aud` as given.
+    `iat` and `exp` are left to the caller: the frozen clock is not PyJWT's."""
+    assert access_token.startswith("lba_at_"), access_token[:10]
+    compact = access_token[len("lba_at_"):]
+    header = jwt.get_unverified_header(compact)
+    assert (header["typ"], header["alg"]) == ("at+jwt", "ES256"), header
+    key = jwt.PyJWKSet.from_dict(services.keyring.jwks)[header["kid"]]
+    required = ["iss", "aud", "sub", "client_id", "scope", "iat", "exp", "jti", "gid", "asu"]
+    return jwt.decode(compact, key, algorithms=["ES256"], issuer=services.settings.issuer, audience=audience,
+                      options={"require": required, "verify_iat": False, "verify_exp": False})
+
+
 async def counted(services: Services, work) -> tuple[object, int]:
     """What `work()` returns or raises, and how many SQL statements it sent."""
     before = services.db.statements
@@ -148,8 +163,10 @@ async def test_a_code_exchange_authenticates_the_client_inside_the_redeem_statem
         oauth.grant("authorization_code"), alice.client, alice.code_params(code)))
     assert statements == 2  # SQLite: claim the code (client matched by digest), store the refresh token
     assert token_set.scopes == ("userinfo", "memory.read") and token_set.expires_in == 7200
-    claims = services.tokens.check(token_set.access_token)
+    claims = verified_access_token(services, token_set.access_token, audience=services.settings.audience)
     assert (claims["sub"], claims["client_id"], claims["iat"]) == (alice.user_id, alice.app["clientId"], START_TIME)
+    assert claims["exp"] == START_TIME + 7200 and claims["scope"] == "userinfo memory.read"
+    assert claims["aud"] == services.settings.audience
     error, _ = await counted(services, lambda: oauth.token(
         oauth.grant("authorization_code"), alice.client, alice.code_params(code)))
     assert isinstance(error, errors.CodeUsed)
@@ -256,9 +273,10 @@ async def test_a_code_for_a_resource_authenticates_the_client_once(services, ali
     assert statements == 2  # SQLite: the claim and the refresh token, both rolled back; no client read
     token_set, statements = await counted(services, exchange(alice.client, "https://NOTES.example/mcp"))
     assert statements == 2
-    claims = decode_access_token(token_set.access_token, s.keyring.public_keys, issuer=s.settings.issuer,
-                                 audience="https://notes.example/mcp", now=START_TIME, leeway=0)
-    assert claims["aud"] == "https://notes.example/mcp"
+    claims = verified_access_token(s, token_set.access_token, audience="https://notes.example/mcp")
+    assert claims["aud"] == "https://notes.example/mcp"  # the form given to add_resource, alone
+    assert (claims["sub"], claims["client_id"], claims["scope"]) == (alice.user_id, alice.app["clientId"], "userinfo")
+    assert (claims["iat"], claims["exp"]) == (START_TIME, START_TIME + 7200)
 
 
 async def test_a_refused_code_hears_the_first_rule_it_breaks(services, alice):
