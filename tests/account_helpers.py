@@ -3,9 +3,6 @@ calls it, a browser session, and waiting for what every process must honour with
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.flow_helpers import Page, PageSession
@@ -76,18 +73,3 @@ async def shows_sign_in_form(browser: PageSession, url: str = "/account/apps") -
     return page.status == 200 and page.login_form() is not None
 
 
-async def within(seconds: float, predicate: Callable[[], Awaitable[bool]], step: float = 0.05,
-                 since: float | None = None) -> float:
-    """How long `predicate` took to hold, from `since` (a time.monotonic(); default: now), measured
-    when the check that saw it returned; fails when it still does not hold after `seconds`, or
-    first held only after them."""
-    started = time.monotonic() if since is None else since
-    while True:
-        held = await predicate()
-        elapsed = time.monotonic() - started
-        if held:
-            assert elapsed < seconds, f"only after {elapsed:.2f} s, not within {seconds} s"
-            return elapsed
-        if elapsed >= seconds:
-            raise AssertionError(f"not within {seconds} s")
-        await asyncio.sleep(step)

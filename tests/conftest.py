@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import io
+import json
 import logging
 import os
 import re
@@ -405,6 +406,26 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout, input=input, cwd=ROOT)
+
+
+@pytest.fixture
+def cli(tmp_path: Path, database_url: str) -> Any:
+    """`lbauth` on this test's database: `cli(*args, ok=True)` runs it (asserting exit status 0
+    unless `ok=False`) and returns the finished process; `cli.json(*args)` adds `--json` and
+    returns the parsed output."""
+    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
+
+    def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        result = run_cli(*args, env=env)
+        if ok:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def run_json(*args: str) -> Any:
+        return json.loads(run(*args, "--json").stdout)
+
+    run.json = run_json  # type: ignore[attr-defined]
+    return run
 
 
 async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -47,18 +47,22 @@ def unverified_claims(token: str) -> dict[str, Any]:
     return jwt.decode(token.removeprefix("lba_at_"), options={"verify_signature": False})
 
 
-async def wait_until(condition: Callable[[], Any], seconds: float, what: str, step: float = 0.1) -> float:
-    """Poll `condition` (a function, or a coroutine function) until it is true; the seconds it took.
-    AssertionError naming `what` after `seconds`."""
-    started = time.monotonic()
+async def wait_until(condition: Callable[[], Any], seconds: float, what: str = "the condition", *,
+                     step: float = 0.1, since: float | None = None) -> float:
+    """Poll `condition` (a function, or a coroutine function) until it is true; the seconds it took
+    from `since` (a time.monotonic(); default: now), measured when the check that saw it returned.
+    AssertionError naming `what` when it still does not hold after `seconds`, or held only after."""
+    started = time.monotonic() if since is None else since
     while True:
         result = condition()
         if inspect.isawaitable(result):
             result = await result
+        elapsed = time.monotonic() - started
         if result:
-            return time.monotonic() - started
-        if time.monotonic() - started > seconds:
-            raise AssertionError(f"waited {seconds} s for {what}")
+            assert elapsed < seconds, f"{what}: only after {elapsed:.2f} s, not within {seconds} s"
+            return elapsed
+        if elapsed >= seconds:
+            raise AssertionError(f"{what}: not within {seconds} s")
         await asyncio.sleep(step)
 
 

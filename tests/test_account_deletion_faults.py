@@ -19,13 +19,12 @@ from tests.account_helpers import (
     change_password,
     delete_account,
     sessions_of,
-    within,
 )
 from tests.client import Client
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import Setup, authorize, code_for, exchange, full_setup, refresh, tokens_for
 from tests.receiver import Receiver
-from tests.support import unverified_claims
+from tests.support import unverified_claims, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -189,7 +188,7 @@ async def test_a_sign_in_with_the_old_password_racing_its_change_gives_no_workin
     signers = [asyncio.ensure_future(sign_in_until_refused(server, user["email"], user["password"], issued))
                for _ in range(4)]
     try:
-        await within(30, lambda: _true(len(issued) >= 4), step=0.01)  # the sign-ins are under way
+        await wait_until(lambda: len(issued) >= 4, 30, step=0.01)  # the sign-ins are under way
         r = await change_password(server, keeper, user["password"], "a brand new password")
         assert r.status == 200, r.text
         await asyncio.wait_for(asyncio.gather(*signers), 30)
@@ -273,7 +272,7 @@ async def test_an_authorization_racing_the_deletion_gives_no_code_that_works(ser
     loops = [asyncio.ensure_future(authorize_until_refused(server, each, codes[each.client_id], []))
              for each in apps]
     try:
-        await within(30, lambda: _true(sum(map(len, codes.values())) >= 2 * len(apps)), step=0.01)
+        await wait_until(lambda: sum(map(len, codes.values())) >= 2 * len(apps), 30, step=0.01)
         r = await delete_account(server, s.token, s.user["password"])
         assert r.status == 200, r.text
         await asyncio.wait_for(asyncio.gather(*loops), 30)
@@ -294,7 +293,7 @@ async def test_an_authorization_racing_the_apps_revocation_gives_no_token_of_the
     stop: list[bool] = []
     loops = [asyncio.ensure_future(authorize_until_refused(server, s, codes, stop)) for _ in range(6)]
     try:
-        await within(30, lambda: _true(len(codes) >= 6), step=0.01)
+        await wait_until(lambda: len(codes) >= 6, 30, step=0.01)
         r = await server.client.delete(f"/api/auth/authorizations/{s.client_id}", bearer=s.token)
         assert r.status == 200, r.text
         stop.append(True)
@@ -308,7 +307,3 @@ async def test_an_authorization_racing_the_apps_revocation_gives_no_token_of_the
             r.assert_error(401, "oauth2.token.revoked")
             (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).assert_error(
                 400, "oauth2.refresh_token.revoked")
-
-
-async def _true(value: bool) -> bool:
-    return value

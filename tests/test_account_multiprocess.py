@@ -22,11 +22,11 @@ from tests.account_helpers import (
     sessions_of,
     shows_sign_in_form,
     signed_in_browser,
-    within,
 )
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import REGISTERED_URI, authorize, exchange
 from tests.processes import ServerProcess
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -97,8 +97,8 @@ async def test_a_session_ended_on_a_is_refused_by_b_within_5_seconds(deployment)
     assert (await end_session(d.a, keeper, stolen_id)).status == 200
     assert (await end_session(d.a, keeper, web["sessionId"])).status == 200
     started = time.monotonic()
-    await within(PROPAGATION_SECONDS, lambda: refused(d.b, "/api/account/sessions", stolen), since=started)
-    await within(PROPAGATION_SECONDS, lambda: shows_sign_in_form(on_b), since=started)
+    await wait_until(lambda: refused(d.b, "/api/account/sessions", stolen), PROPAGATION_SECONDS, since=started)
+    await wait_until(lambda: shows_sign_in_form(on_b), PROPAGATION_SECONDS, since=started)
     r = await authorize(d.b, stolen, d.client_id, REGISTERED_URI)
     r.assert_error(401, "oauth2.token.revoked")
     assert len(await sessions_of(d.b, keeper)) == 1  # the session that ended them goes on, on B too
@@ -119,7 +119,7 @@ async def test_a_profile_edit_on_a_is_seen_by_b_within_5_seconds(deployment):
     async def b_shows_the_edit() -> bool:
         shown = (await d.b.client.get("/api/auth/me", bearer=access)).data
         return shown["name"] == "After Edit" and shown["bio"] == "changed on A"
-    await within(PROPAGATION_SECONDS, b_shows_the_edit)
+    await wait_until(b_shows_the_edit, PROPAGATION_SECONDS)
     info = (await d.b.client.get("/api/service/user/info", bearer=access)).data
     assert info["name"] == "After Edit" and info["bio"] == "changed on A"
 
@@ -142,7 +142,7 @@ async def test_an_operators_disable_is_honoured_by_both_processes_within_5_secon
         checks = [refused(process, "/api/auth/me", access)]
         checks += [refused(process, "/api/account/sessions", token) for token in tokens.values()]
         return all(await asyncio.gather(*checks))
-    await asyncio.gather(*(within(PROPAGATION_SECONDS, lambda p=p: everything_refused_by(p), since=started)
+    await asyncio.gather(*(wait_until(lambda p=p: everything_refused_by(p), PROPAGATION_SECONDS, since=started)
                            for p in (d.a, d.b)))
     for process in (d.a, d.b):
         r = await process.client.post("/api/auth/login", json={"email": d.user["email"],

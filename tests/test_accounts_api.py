@@ -31,7 +31,6 @@ from tests.account_helpers import (
     sessions_of,
     shows_sign_in_form,
     signed_in_browser,
-    within,
 )
 from tests.conftest import START_TIME, arun_cli, running_server, start_server
 from tests.flow_helpers import (
@@ -58,7 +57,7 @@ from tests.revocation_helpers import (
     other_user,
     second_app,
 )
-from tests.support import unverified_claims
+from tests.support import unverified_claims, wait_until
 
 
 async def login_as(server, user: dict, user_agent: str | None = None, **more_headers: str) -> str:
@@ -530,7 +529,7 @@ async def test_a_disabled_user_is_refused_and_after_enable_signs_in_again_keepin
         async def refused_at_me() -> bool:
             r = await me(server, tokens["accessToken"])
             return r.status == 401 and r.json["subCode"] == "oauth2.token.revoked"
-        await within(PROPAGATION_SECONDS, refused_at_me)
+        await wait_until(refused_at_me, PROPAGATION_SECONDS)
         (await refresh(server, tokens["refreshToken"], s.client_id, s.client_secret)).assert_error(
             400, "oauth2.refresh_token.revoked")
         (await login_status(server, s.user["email"], s.user["password"])).assert_error(401, "auth.login.failed")
@@ -562,7 +561,7 @@ async def test_a_disabled_user_is_refused_and_after_enable_signs_in_again_keepin
 
         async def works_at_me() -> bool:
             return (await me(server, new["accessToken"])).status == 200
-        await within(PROPAGATION_SECONDS, works_at_me)
+        await wait_until(works_at_me, PROPAGATION_SECONDS)
         browser = PageSession(server)
         page = await browser.open_logged_in(oauth_url(front_params(s.client_id, REGISTERED_URI, state="back")),
                                             s.user["email"], s.user["password"])

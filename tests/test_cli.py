@@ -12,23 +12,6 @@ from tests.conftest import run_cli, start_server
 from tests.processes import ServerProcess
 
 
-@pytest.fixture
-def cli(tmp_path, database_url):
-    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
-
-    def run(*args: str, ok: bool = True):
-        result = run_cli(*args, env=env)
-        if ok:
-            assert result.returncode == 0, result.stderr
-        return result
-
-    def run_json(*args: str):
-        return json.loads(run(*args, "--json").stdout)
-
-    run.json = run_json
-    return run
-
-
 def test_users_create_and_token(cli):
     user = cli.json("users", "create", "--email", "Ada@Example.com", "--name", "Ada", "--password", "s3cret-pass",
                     "--bio", "math", "--interest-tag", "engines", "--avatar", "https://img.example/ada.png")

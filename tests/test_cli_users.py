@@ -3,32 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import re
-
-import pytest
-
-from tests.conftest import run_cli
 
 LISTED_FIELDS = {"userId", "email", "name", "disabled", "createdAt"}
 CHANGED_FIELDS = {"userId", "email", "status"}
-
-
-@pytest.fixture
-def cli(tmp_path, database_url):
-    env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
-
-    def run(*args: str, ok: bool = True):
-        result = run_cli(*args, env=env)
-        if ok:
-            assert result.returncode == 0, result.stderr
-        return result
-
-    def run_json(*args: str):
-        return json.loads(run(*args, "--json").stdout)
-
-    run.json = run_json
-    return run
 
 
 def create(cli, email: str, name: str, password: str = "long enough password") -> dict:

@@ -31,7 +31,7 @@ from lbauth.outbound import ForbiddenAddress, PublicOnlyResolver, freshness_seco
 from lbauth.storage.records import Registration
 from lbauth.storage.repo import apps as apps_repo
 from tests.client import Client
-from tests.conftest import TestServer, start_server
+from tests.conftest import TestServer, running_server, start_server
 from tests.flow_helpers import PageSession, front_params, oauth_url, pkce_pair, redirect_query
 from tests.test_oidc_openid_client import make_certificates
 
@@ -124,26 +124,17 @@ def site(tmp_path: Path) -> Any:
     published.stop()
 
 
-async def _server(tmp_path: Path, database_url: str, site: Site, env: str) -> AsyncIterator[TestServer]:
-    server = await start_server(tmp_path, database_url, env=env, outbound_ca_file=str(site.ca))
-    try:
-        yield server
-    finally:
-        server.client.close()
-        await server.running.stop()
-
-
 @pytest.fixture
 async def dev(tmp_path: Path, database_url: str, site: Site) -> AsyncIterator[TestServer]:
     """lbauth in development: documents on loopback addresses may be fetched."""
-    async for server in _server(tmp_path, database_url, site, "development"):
+    async with running_server(tmp_path, database_url, env="development", outbound_ca_file=str(site.ca)) as server:
         yield server
 
 
 @pytest.fixture
 async def prod(tmp_path: Path, database_url: str, site: Site) -> AsyncIterator[TestServer]:
     """lbauth in production: only globally routable addresses may be fetched."""
-    async for server in _server(tmp_path, database_url, site, "production"):
+    async with running_server(tmp_path, database_url, env="production", outbound_ca_file=str(site.ca)) as server:
         yield server
 
 

@@ -32,7 +32,7 @@ from lbauth.clock import SystemClock
 from tests.conftest import start_server
 from tests.flow_helpers import full_setup, tokens_for
 from tests.processes import ServerProcess
-from tests.test_multiprocess import wait_until
+from tests.support import wait_until
 from tests.test_outage import Silent
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]

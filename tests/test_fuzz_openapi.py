@@ -27,7 +27,6 @@ Error bodies go to tests.client.ERROR_BODIES, which the suite-wide leak check sc
 
 from __future__ import annotations
 
-import base64
 import collections
 import json
 import os
@@ -42,7 +41,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import requests
@@ -69,6 +67,7 @@ from tests.conftest import (
     run_cli,
 )
 from tests.processes import free_port
+from tests.support import basic_auth
 
 pytestmark = pytest.mark.slow
 
@@ -307,15 +306,10 @@ def _with_fields(case: schemathesis.Case, **fields: Any) -> None:
         case.body = {**case.body, **fields}
 
 
-def _basic(app: dict) -> str:
-    pair = f"{quote(app['clientId'], safe='')}:{quote(app['clientSecret'], safe='')}"
-    return "Basic " + base64.b64encode(pair.encode()).decode()
-
-
 def _client_auth(case: schemathesis.Case, app: dict, variant: int) -> None:
     """client_secret_basic or client_secret_post (RFC 6749 2.3.1), one of them."""
     if variant % 2:
-        _with_header(case, "Authorization", _basic(app))
+        _with_header(case, "Authorization", basic_auth(app['clientId'], app['clientSecret']))
         if isinstance(case.body, dict):
             case.body = {k: v for k, v in case.body.items() if k not in ("client_id", "client_secret")}
     else:

@@ -20,6 +20,7 @@ from tests.conftest import ROOT, start_server
 from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
 from tests.processes import ServerProcess
 from tests.receiver import Receiver
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -64,15 +65,6 @@ class Probe:
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=10)
-
-
-async def until(condition, what: str, seconds: float = 30) -> None:
-    """Poll `condition()` (a coroutine function) until it holds. The deadline only guards against a
-    hang: the steps wait for what they need to have happened, not for a number of seconds."""
-    deadline = time.monotonic() + seconds
-    while not await condition():
-        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
-        await asyncio.sleep(0.1)
 
 
 async def published(server) -> set[str]:
@@ -142,8 +134,9 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
         # the other at its next periodic reload) and the verifier has fetched it, before it signs.
         # Waited for as it happens, not for a number of seconds (a fixed sleep failed under load).
         await first.running.reload_keys()
-        await until(lambda: _holds(published(second), staged["kid"]), "the other process publishes the staged key")
-        await until(lambda: _holds(probe.kids(), staged["kid"]), "the verifier holds the staged key")
+        await wait_until(lambda: _holds(published(second), staged["kid"]), 30,
+                         "the other process publishes the staged key")
+        await wait_until(lambda: _holds(probe.kids(), staged["kid"]), 30, "the verifier holds the staged key")
         promoted = await promote_when_allowed(env)
         assert promoted.returncode == 0, promoted.stderr
         await first.running.reload_keys()
@@ -155,10 +148,10 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
             await asyncio.sleep(1)
         # The servers drop the retired key, and so does the verifier, while the traffic goes on.
         await first.running.reload_keys()
-        await until(lambda: _lacks(published(second), old_kid), "the other process drops the retired key")
-        await until(lambda: _lacks(probe.kids(), old_kid), "the verifier drops the retired key")
+        await wait_until(lambda: _lacks(published(second), old_kid), 30, "the other process drops the retired key")
+        await wait_until(lambda: _lacks(probe.kids(), old_kid), 30, "the verifier drops the retired key")
         after = rounds
-        await until(lambda: _true(rounds >= after + 3), "the traffic goes on past the reloads")
+        await wait_until(lambda: (rounds >= after + 3), 30, "the traffic goes on past the reloads")
         stop.set()
         await running
         assert failures == []
@@ -265,9 +258,6 @@ async def _lacks(kids, kid: str) -> bool:
     return kid not in await kids
 
 
-async def _true(value: bool) -> bool:
-    return value
-
 
 class RelyingParty:
     """What an OpenID Connect library does with ID tokens: verify them against the issuer's JWKS,
@@ -357,8 +347,9 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
         # Every server publishes it (this process reloads now, the other at its next periodic
         # reload) and the relying party has fetched it, before it signs.
         await first.running.reload_keys()
-        await until(lambda: _holds(published(second), staged["kid"]), "the other process publishes the staged key")
-        await until(lambda: _true(staged["kid"] in rp.keys), "the relying party holds the staged key")
+        await wait_until(lambda: _holds(published(second), staged["kid"]), 30,
+                         "the other process publishes the staged key")
+        await wait_until(lambda: (staged["kid"] in rp.keys), 30, "the relying party holds the staged key")
         promoted = await promote_when_allowed(env, "--alg", "RS256")
         assert promoted.returncode == 0, promoted.stderr
         assert json.loads(promoted.stdout)["kid"] == staged["kid"]
@@ -371,10 +362,10 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
             await asyncio.sleep(1)
         # The servers drop the retired key, and so does the relying party, while the traffic goes on.
         await first.running.reload_keys()
-        await until(lambda: _lacks(published(second), old_kid), "the other process drops the retired key")
-        await until(lambda: _true(old_kid not in rp.keys), "the relying party drops the retired key")
+        await wait_until(lambda: _lacks(published(second), old_kid), 30, "the other process drops the retired key")
+        await wait_until(lambda: (old_kid not in rp.keys), 30, "the relying party drops the retired key")
         after = count
-        await until(lambda: _true(count >= after + 3), "the traffic goes on past the reloads")
+        await wait_until(lambda: (count >= after + 3), 30, "the traffic goes on past the reloads")
         stop.set()
         await running
         assert failures == []

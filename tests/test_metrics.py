@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import start_server
+from tests.conftest import running_server, start_server
 from tests.flow_helpers import exchange, full_setup, refresh, tokens_for
 
 METRICS_TOKEN = "metrics-token-for-tests-0123456789"
@@ -19,10 +19,8 @@ METRICS_TOKEN = "metrics-token-for-tests-0123456789"
 
 @pytest.fixture
 async def dev(tmp_path, database_url):
-    srv = await start_server(tmp_path, database_url, env="development")
-    yield srv
-    srv.client.close()
-    await srv.running.stop()
+    async with running_server(tmp_path, database_url, env="development") as srv:
+        yield srv
 
 
 async def scrape(server, bearer: str | None = None) -> dict[tuple[str, tuple], float]:

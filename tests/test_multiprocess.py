@@ -24,17 +24,9 @@ from tests.conftest import start_server
 from tests.flow_helpers import full_setup, refresh, tokens_for
 from tests.processes import ServerProcess
 from tests.receiver import Answer
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-async def wait_until(predicate, seconds: float, step: float = 0.1) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
-        if await predicate():
-            return time.monotonic() - started
-        await asyncio.sleep(step)
-    raise AssertionError(f"not within {seconds} s")
 
 
 async def test_a_revocation_reaches_another_process_within_5_seconds(tmp_path, database_url):
@@ -133,7 +125,7 @@ async def test_sigkill_during_a_burst_of_200_revocations_loses_no_event(tmp_path
                 answered.append(client_id)
 
     burst = [asyncio.ensure_future(revoke(c)) for c in client_ids]
-    await wait_until(lambda: _true(len(answered) >= 80), 30, step=0.005)
+    await wait_until(lambda: (len(answered) >= 80), 30, step=0.005)
     server.kill()
     await asyncio.gather(*burst)
     assert 80 <= len(answered) < 200  # the kill did land mid-burst
@@ -158,6 +150,3 @@ async def test_sigkill_during_a_burst_of_200_revocations_loses_no_event(tmp_path
         restarted.stop()
         await db.close()
 
-
-async def _true(value: bool) -> bool:
-    return value

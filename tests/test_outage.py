@@ -46,7 +46,7 @@ from tests.conftest import _pg_admin, start_server
 from tests.flow_helpers import Setup, refresh, tokens_for
 from tests.processes import ServerProcess
 from tests.receiver import Answer, Receiver
-from tests.test_multiprocess import _true, wait_until
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
@@ -324,7 +324,7 @@ async def test_postgres_outage_under_traffic(tmp_path, database_url, receiver, k
             assert r.status == 200, r.text
             traffic.revoked.append({**pair, "eventId": r.data["eventId"]})
             queued.append(r.data["eventId"])
-        await wait_until(lambda: _true(set(queued) <= {x.event_id for x in receiver.received}), 10)
+        await wait_until(lambda: (set(queued) <= {x.event_id for x in receiver.received}), 10)
 
         workers = [asyncio.ensure_future(traffic.worker(job, pause))
                    for job, pause in itertools.chain(
@@ -342,7 +342,7 @@ async def test_postgres_outage_under_traffic(tmp_path, database_url, receiver, k
             for _ in range(40)])
         # Cut while a delivery is in flight (the receiver holds each one 0.6 s).
         seen = len(receiver.received)
-        await wait_until(lambda: _true(len(receiver.received) > seen), 5, step=0.01)
+        await wait_until(lambda: (len(receiver.received) > seen), 5, step=0.01)
         traffic.phase = "outage"
         cut = True
         outage_started = time.monotonic()

@@ -5,11 +5,9 @@ reads and deletes the registration, and a deletion stops the app's tokens."""
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from datetime import datetime
-from urllib.parse import quote
 
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
@@ -17,6 +15,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from lbauth.clock import FrozenClock
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import PageSession, front_params, oauth_url, pkce_pair, redirect_query
+from tests.revocation_helpers import basic
 
 MCP_CALLBACK = "http://localhost:33418/callback"
 # What the MCP Python SDK sends: its request model, dumped as mcp.client.auth.utils does.
@@ -47,11 +46,6 @@ async def open_server(make_server):
 
 async def register(server, document, **kwargs):
     return await server.client.post("/oauth/register", json=document, **kwargs)
-
-
-def basic(client_id: str, secret: str) -> dict[str, str]:
-    pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"
-    return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
 
 
 def _timestamp(text: str) -> float:

@@ -25,6 +25,8 @@ REDIRECT_URI = "https://app.example/callback"
 
 
 def basic(client_id: str, secret: str) -> str:
+    """Basic credentials exactly as given, not form-encoded (tests/support.basic_auth encodes):
+    these tests send encodings of their own."""
     return "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
 
 
