@@ -40,7 +40,8 @@ class Probe:
     """tests/verifier_probe.py in its own process: lbauth.verify as a resource service runs it."""
 
     def __init__(self, issuer: str, audience: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "verifier_probe.py"), issuer, audience],
+        # `-m` from the checkout's root: the lbauth beside these tests, whatever the venv points at.
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.verifier_probe", issuer, audience],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         self.lock = asyncio.Lock()  # one question at a time: the traffic and the test both ask
 
