@@ -20,7 +20,7 @@ from tests.conftest import ROOT, start_server
 from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
 from tests.processes import ServerProcess
 from tests.receiver import Receiver
-from tests.support import wait_until
+from tests.support import unverified_claims, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ async def test_signing_key_rotation_refuses_no_valid_token(tmp_path, database_ur
                 kid = jwt.get_unverified_header(token[7:])["kid"]
                 if kid not in seen_kids:
                     seen_kids.append(kid)
-                exp = jwt.decode(token[7:], options={"verify_signature": False})["exp"]
+                exp = unverified_claims(token)["exp"]
                 held.append((token, exp - 1.5))  # checked while comfortably inside its lifetime
                 for tok, good_until in list(held):
                     if time.time() > good_until:
@@ -329,7 +329,7 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
                 kid = jwt.get_unverified_header(id_token)["kid"]
                 if kid not in seen_kids:
                     seen_kids.append(kid)
-                exp = jwt.decode(id_token, options={"verify_signature": False})["exp"]
+                exp = unverified_claims(id_token)["exp"]
                 held.append((id_token, exp - 1.5))  # checked while comfortably inside its lifetime
                 for tok, good_until in list(held):
                     if time.time() > good_until:

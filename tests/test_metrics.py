@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import running_server, start_server
 from tests.flow_helpers import exchange, full_setup, refresh, tokens_for
+from tests.support import wait_until
 
 METRICS_TOKEN = "metrics-token-for-tests-0123456789"
 
@@ -133,20 +134,32 @@ async def test_workers_share_their_counts(tmp_path, database_url):
             await asyncio.sleep(0.05)
         raise AssertionError(f"{route}: the workers' own counts {counts} never added up to {total}")
 
-    try:
-        await settled_at(1)  # start() saw exactly one 200 from /healthz
-        for _ in range(40):  # keep-alive off: the kernel spreads new connections over the workers
+    sent = 1  # start() saw exactly one 200 from /healthz
+
+    async def both_answered() -> bool:
+        """Ten more requests, each on a new connection (the kernel spreads those over the workers
+        that listen: the second may start listening a moment after the first answered)."""
+        nonlocal sent
+        for _ in range(10):
             r = await server.client.get("/healthz", headers={"Connection": "close"})
             assert r.status == 200
-        await settled_at(41)
+            sent += 1
+        counts = [value(samples, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
+                  for samples in counts_by_process(tmp_path / "metrics").values()]
+        return len([count for count in counts if count > 0]) == 2
+
+    try:
+        await settled_at(1)
+        await wait_until(both_answered, 30, "both workers answering /healthz")
+        await settled_at(sent)
         workers = worker_pids(server.proc.pid)
         assert len(workers) == 2, workers
-        healthz = await counted_by_each("/healthz", 41)
+        healthz = await counted_by_each("/healthz", sent)
         assert set(healthz) == workers and all(healthz[pid] > 0 for pid in workers), healthz  # both answered
 
         before = await counted_by_each("/metrics", scrapes)
         for _ in range(20):  # each scrape on a new connection: both workers answer some
-            assert await healthz_count() == 41
+            assert await healthz_count() == sent
         after = await counted_by_each("/metrics", scrapes)
         answered = {pid: after[pid] - before.get(pid, 0) for pid in workers}
         assert all(n > 0 for n in answered.values()), answered  # both workers reported the sum of both
