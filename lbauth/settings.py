@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 
 SIGNING_ALGS = ("ES256", "RS256", "EdDSA")
 ENVIRONMENTS = ("development", "production")
+# argon2id's cost for new password hashes: (time cost, memory in KiB, parallelism); RFC 9106
+# section 4's second recommended option (t=3, 64 MiB, p=4)
+DEFAULT_ARGON2 = (3, 65536, 4)
 # RFC 7591 dynamic registration (contract 17): anyone may register, only with an initial access
 # token (`lbauth registration-tokens create`), or not at all.
 REGISTRATION_MODES = ("open", "token", "off")
@@ -59,9 +62,7 @@ class Settings:
     metrics_token: str | None = None
     log_level: str = "INFO"
     registration: str = ""  # default: open in development, token in production
-    # argon2id's cost for new password hashes: (time cost, memory in KiB, parallelism);
-    # RFC 9106's second recommended option (t=3, 64 MiB, p=4) by default
-    argon2: tuple[int, int, int] = (3, 65536, 4)
+    argon2: tuple[int, int, int] = DEFAULT_ARGON2
 
     @property
     def longest_signed_ttl(self) -> int:

@@ -15,10 +15,13 @@ import functools
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+from lbauth.settings import DEFAULT_ARGON2
+
 Cost = tuple[int, int, int]  # (time cost, memory in KiB, parallelism)
-DEFAULT_COST: Cost = (3, 65536, 4)  # RFC 9106 section 4, the second recommended option
+DEFAULT_COST: Cost = DEFAULT_ARGON2
 # OWASP's minimum (Password Storage Cheat Sheet): 7 to 46 MiB of memory, more passes for less.
-OWASP_MINIMUM_KIB_PASSES = 5 * 7168
+OWASP_MINIMUM_KIB = 7168
+OWASP_MINIMUM_KIB_PASSES = 5 * OWASP_MINIMUM_KIB
 
 
 @functools.cache
@@ -35,7 +38,7 @@ def _dummy_hash(cost: Cost) -> str:
 
 def below_owasp_minimum(cost: Cost) -> bool:
     time_cost, memory_kib, _ = cost
-    return memory_kib < 7168 or time_cost * memory_kib < OWASP_MINIMUM_KIB_PASSES
+    return memory_kib < OWASP_MINIMUM_KIB or time_cost * memory_kib < OWASP_MINIMUM_KIB_PASSES
 
 
 MIN_LENGTH, MAX_LENGTH = 10, 256

@@ -168,35 +168,30 @@ class PostgresDatabase:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
     async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
-        deadline = time.monotonic() + QUEUE_WAIT_SECONDS
+        finished, deadline = self._finished, None
         while True:
-            finished = self._finished
             try:
-                return await self._attempt(work, args, autocommit)
+                result = await greenlet_spawn(self._unit, work, args, autocommit)
+                break
             except _NoConnection as failed:
-                # Slow to connect while other units of work finished meanwhile: the database answers,
-                # the host is only busy. Connect again (a busy database queues, never answers 503).
-                if not (isinstance(failed.__cause__, TimeoutError) and self._finished != finished
-                        and self.up and time.monotonic() < deadline):
-                    raise unavailable() from failed.__cause__
-
-    async def _attempt(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
-        try:
-            result = await greenlet_spawn(self._unit, work, args, autocommit)
-        except _NoConnection as failed:  # this request is answered 503, unless the caller tries again
-            exc = failed.__cause__
-            if isinstance(exc, TimeoutError):
+                exc = failed.__cause__
+                if not isinstance(exc, TimeoutError):  # refused, reset: the database is not there
+                    self._went_down(exc or failed)
+                    raise unavailable() from exc
                 # Slow to connect: an unreachable database, or only a stalled event loop or a
                 # loaded host? A fresh connection's answer decides before every request is refused.
                 self._check_liveness()
-            else:  # refused, reset: the database is not there
-                self._went_down(exc or failed)
-            raise
-        except Exception as exc:
-            if is_unavailable(exc):
-                raise unavailable() from exc
-            self._finished += 1  # it answered, with an error of this request's own
-            raise
+                # Other units of work finished meanwhile: the database answers, the host is only
+                # busy. Connect again (a busy database queues, it never answers 503).
+                deadline = deadline or time.monotonic() + QUEUE_WAIT_SECONDS
+                if self._finished == finished or not self.up or time.monotonic() >= deadline:
+                    raise unavailable() from exc
+                finished = self._finished
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise unavailable() from exc
+                self._finished += 1  # it answered, with an error of this request's own
+                raise
         self._finished += 1  # the database answered: progress, for the watchdog
         return result
 
