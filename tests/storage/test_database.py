@@ -116,9 +116,10 @@ class SlowConnects:
     is set before relaying it: a host too busy to set up a connection quickly, as when a loaded
     server opens its pool, while the connections it has answer at once."""
 
-    def __init__(self, database_url: str, delay: float) -> None:
+    def __init__(self, database_url: str, delay: float, delays: list[float] | None = None) -> None:
         self.url = make_url(database_url)
         self.delay, self.slow = delay, False
+        self.delays = delays or []  # while not empty, the next connections' own delays
         self.listener: asyncio.Server | None = None
         self.links: set[asyncio.Task] = set()
 
@@ -132,7 +133,9 @@ class SlowConnects:
         assert link is not None
         self.links.add(link)
         link.add_done_callback(self.links.discard)
-        if self.slow:
+        if self.delays:
+            await asyncio.sleep(self.delays.pop(0))
+        elif self.slow:
             await asyncio.sleep(self.delay)
         up_reader, up_writer = await asyncio.open_connection(self.url.host or "127.0.0.1", self.url.port or 5432)
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
@@ -171,6 +174,25 @@ async def test_a_slow_connect_while_the_database_answers_others_waits_instead_of
         await asyncio.sleep(0.05)
         assert await db.read(names) == ["usr_a"]  # needs a new connection: 0.8 s to set up
         assert await holding == ["usr_a"] and db.up
+    finally:
+        await db.close()
+        await relay.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+async def test_a_burst_on_a_cold_pool_with_slow_connects_waits_instead_of_503(database_url: str) -> None:
+    """A burst of requests opens the pool on a loaded host: some connects take longer than the
+    outage timeout (0.5 s) while no unit of work has finished yet. The database answers a fresh
+    connection, so those units connect again instead of answering 503."""
+    relay = SlowConnects(database_url, delay=0.0, delays=[0.8, 0.8, 0.8, 0.8, 0.1, 0.1])
+    db = open_database(await relay.start())
+
+    def hold(conn: Connection) -> int:
+        conn.execute(select(func.pg_sleep(0.6)))  # no unit finishes before the slow connects give up
+        return 1
+    try:
+        assert await asyncio.gather(*(db.read(hold) for _ in range(6))) == [1] * 6
+        assert db.up
     finally:
         await db.close()
         await relay.close()

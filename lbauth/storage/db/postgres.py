@@ -122,9 +122,11 @@ class PostgresDatabase:
         self._reached = False  # a connection was made once: only then is losing it news for the log
         self._queue = _Queue(pool_size)
         self._probe: asyncio.Task | None = None
-        # The watchdog's bookkeeping: the connections of the units of work in flight, how many
-        # units have finished, and the tick (a timer, armed only while units are in flight).
+        # The watchdog's bookkeeping: the connections of the units of work in flight, the units
+        # still connecting, the database's answers so far (units finished, connections made), and
+        # the tick (a timer, armed only while units are in flight or connecting).
         self._in_flight: set[UnitConnection] = set()
+        self._connecting = 0
         self._finished = 0
         self._finished_seen = 0
         self._quiet_since = 0.0
@@ -138,6 +140,10 @@ class PostgresDatabase:
         self.engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=0, pool_timeout=QUEUE_WAIT_SECONDS, pool_reset_on_return=None,
             isolation_level="AUTOCOMMIT", connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
+
+        @event.listens_for(self.engine.sync_engine, "connect")
+        def connected(dbapi_connection: Any, record: Any) -> None:
+            self._finished += 1  # a new connection is an answer too: progress, for the watchdog
 
         @event.listens_for(self.engine.sync_engine, "before_cursor_execute")
         def count(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -168,7 +174,7 @@ class PostgresDatabase:
         return await self.transaction(work, *args, readonly=True, **kwargs)
 
     async def _transaction(self, work: Callable[..., T], args: tuple, autocommit: bool) -> T:
-        finished, deadline = self._finished, None
+        deadline = None
         while True:
             try:
                 result = await greenlet_spawn(self._unit, work, args, autocommit)
@@ -178,15 +184,14 @@ class PostgresDatabase:
                 if not isinstance(exc, TimeoutError):  # refused, reset: the database is not there
                     self._went_down(exc or failed)
                     raise unavailable() from exc
-                # Slow to connect: an unreachable database, or only a stalled event loop or a
-                # loaded host? A fresh connection's answer decides before every request is refused.
-                self._check_liveness()
-                # Other units of work finished meanwhile: the database answers, the host is only
-                # busy. Connect again (a busy database queues, it never answers 503).
+                # Slow to connect: an unreachable database, or a burst of new connections on a
+                # loaded host? The liveness check decides (the watchdog started it while this unit
+                # connected); a database that answers means connect again: a busy database
+                # queues, it never answers 503.
+                await asyncio.shield(self._check_liveness())
                 deadline = deadline or time.monotonic() + QUEUE_WAIT_SECONDS
-                if self._finished == finished or not self.up or time.monotonic() >= deadline:
+                if not self.up or time.monotonic() >= deadline:
                     raise unavailable() from exc
-                finished = self._finished
             except Exception as exc:
                 if is_unavailable(exc):
                     raise unavailable() from exc
@@ -200,14 +205,17 @@ class PostgresDatabase:
         return: BEGIN (unless `autocommit`), the work, COMMIT or ROLLBACK. A lost connection marks
         the database down before the connection is returned: closing one that an outage left
         silent can take seconds, and the requests waiting for a connection must not."""
+        if self._watch is None:
+            self._watch_from_now()
+        self._connecting += 1  # the pool may open a connection: the watchdog watches that too
         try:
             conn = UnitConnection(self.engine.sync_engine, self)
         except Exception as exc:
             raise _NoConnection from exc
+        finally:
+            self._connecting -= 1
         self._reached = True
         self._in_flight.add(conn)
-        if self._watch is None:
-            self._watch_from_now()
         try:
             if not autocommit:
                 conn.control("BEGIN")
@@ -232,27 +240,30 @@ class PostgresDatabase:
 
     def _on_watch(self) -> None:
         """The watchdog's tick: expire waits past their deadline; start a liveness check when units
-        are in flight and none finished for STALL_SECONDS; stop ticking when all is quiet."""
+        are in flight or connecting and the database gave no answer for STALL_SECONDS; stop
+        ticking when all is quiet."""
         loop = asyncio.get_running_loop()
         self._queue.expire(loop.time())
-        if not self._in_flight and not self._queue.waiting:
+        busy = self._in_flight or self._connecting
+        if not busy and not self._queue.waiting:
             self._watch = None
             return
         now = time.monotonic()
         if self._finished != self._finished_seen:
             self._finished_seen, self._quiet_since = self._finished, now
-        elif self._in_flight and now - self._quiet_since >= STALL_SECONDS:
+        elif busy and now - self._quiet_since >= STALL_SECONDS:
             self._check_liveness()
         self._watch = loop.call_later(WATCH_SECONDS, self._on_watch)
 
-    def _check_liveness(self) -> None:
-        """Start `_check_stalled`, unless a check is already under way."""
+    def _check_liveness(self) -> asyncio.Task:
+        """Start `_check_stalled`, unless a check is already under way; that check."""
         if self._liveness is None or self._liveness.done():
             self._liveness = asyncio.ensure_future(self._check_stalled())
+        return self._liveness
 
     async def _check_stalled(self) -> None:
         """Slow (do nothing) or cut off (down, and the units in flight end now)? A unit that
-        finished during the check also proves the database is there."""
+        finished or a connection made during the check also proves the database is there."""
         finished = self._finished
         try:
             await self._answers()
