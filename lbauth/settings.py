@@ -25,6 +25,11 @@ DEFAULT_ARGON2 = (3, 65536, 4)
 # RFC 7591 dynamic registration (contract 17): anyone may register, only with an initial access
 # token (`lbauth registration-tokens create`), or not at all.
 REGISTRATION_MODES = ("open", "token", "off")
+# Sign-up without an operator (contract 18): open in development, off in production by default.
+SIGNUP_MODES = ("open", "off")
+# Mail is read by a person waiting for it, its links live 30 minutes to a day: retried sooner than
+# webhooks, then every 10 minutes, about 2 days in all.
+DEFAULT_MAIL_RETRY_SCHEDULE = (10, 30, 60, 120, 300) + (600,) * 287
 # About 3 days in all: 10 s, 1 min, 5 min, 30 min, 1 h, then every 3 h (contract section 10).
 DEFAULT_RETRY_SCHEDULE = (10, 60, 300, 1800, 3600) + (10800,) * 23
 
@@ -63,6 +68,13 @@ class Settings:
     log_level: str = "INFO"
     registration: str = ""  # default: open in development, token in production
     argon2: tuple[int, int, int] = DEFAULT_ARGON2
+    # Mail (contract 18): smtp:// (STARTTLS when offered) or smtps://; none: .eml files under the
+    # data dir in development, no mail (so no sign-up or reset) in production.
+    smtp_url: str | None = None
+    smtp_password_file: Path | None = None
+    mail_from: str = ""  # default: noreply@ the auth URL's host
+    mail_retry_schedule: tuple[int, ...] = DEFAULT_MAIL_RETRY_SCHEDULE
+    signup: str = ""  # default: open in development, off in production
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -76,6 +88,15 @@ class Settings:
     @property
     def development(self) -> bool:
         return self.env == "development"
+
+    @property
+    def mail_enabled(self) -> bool:
+        """Mail can be sent: an SMTP server, or .eml files in development."""
+        return bool(self.smtp_url) or self.development
+
+    @property
+    def signup_open(self) -> bool:
+        return self.signup == "open" and self.mail_enabled
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -281,6 +302,47 @@ def _ca_file(value: Any) -> Path | None:
     return path
 
 
+_SMTP_SCHEMES = {"smtp": 587, "smtps": 465}
+
+
+def _smtp_url(value: Any) -> str | None:
+    """`smtp://[user[:password]@]host[:port]` (STARTTLS when offered) or `smtps://` (implicit TLS)."""
+    text = str(value).strip()
+    if not text:
+        return None
+    parts = urlsplit(text)
+    try:
+        parts.port  # noqa: B018 - a bad port raises
+    except ValueError:
+        raise ValueError(f"has a bad port (got {_shown(text)!r})") from None
+    if parts.scheme not in _SMTP_SCHEMES or not parts.hostname or parts.path not in ("", "/") or parts.query:
+        raise ValueError(f"must be smtp://[user[:password]@]host[:port] or smtps://... (got {_shown(text)!r})")
+    return text
+
+
+def _secret_file(value: Any) -> Path | None:
+    text = str(value).strip()
+    if not text:
+        return None
+    path = Path(text)
+    try:
+        path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {text!r}: {exc.strerror or exc}") from None
+    return path
+
+
+_MAILBOX = re.compile(r"^(?:[^<>@\s][^<>@]*<)?[^@\s<>]{1,64}@[^@\s<>]+>?$")
+
+
+def _mail_from(value: Any) -> str:
+    """An address, or `Name <address>`."""
+    text = str(value).strip()
+    if not _MAILBOX.match(text) or ("<" in text) != text.endswith(">"):
+        raise ValueError(f"must be an email address, or Name <address> (got {text!r})")
+    return text
+
+
 def _log_level(value: Any) -> str:
     return _choice(("DEBUG", "INFO", "WARNING", "ERROR"))(str(value).strip().upper())
 
@@ -312,11 +374,17 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "log_level": _log_level,
     "registration": _choice(REGISTRATION_MODES),
     "argon2": _argon2,
+    "smtp_url": _smtp_url,
+    "smtp_password_file": _secret_file,
+    "mail_from": _mail_from,
+    "mail_retry_schedule": _schedule,
+    "signup": _choice(SIGNUP_MODES),
 }
 
-# Settings that may be given as a command-line flag. The master key and the metrics token are
-# secrets: a flag would show them to every user of `ps`, so they come from the environment or file.
-FLAG_SETTINGS = tuple(name for name in _PARSERS if name not in ("master_key", "metrics_token"))
+# Settings that may be given as a command-line flag. The master key, the metrics token and the SMTP
+# URL (which may hold a password) are secrets: a flag would show them to every user of `ps`, so
+# they come from the environment or file.
+FLAG_SETTINGS = tuple(name for name in _PARSERS if name not in ("master_key", "metrics_token", "smtp_url"))
 
 
 def env_name(name: str) -> str:
@@ -381,6 +449,8 @@ def _complete(s: Settings) -> Settings:
     changes["issuer"] = s.issuer or base_url
     changes["audience"] = s.audience or base_url
     changes["registration"] = s.registration or ("open" if s.development else "token")
+    changes["signup"] = s.signup or ("open" if s.development else "off")
+    changes["mail_from"] = s.mail_from or f"noreply@{urlsplit(changes['auth_url']).hostname or 'localhost'}"
     problem = issuer_problem(changes["issuer"])
     if problem:
         where = "LBAUTH_ISSUER" if s.issuer else "LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL)"

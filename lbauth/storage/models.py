@@ -280,6 +280,46 @@ class WebhookAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class MailMessage(Base):
+    """The mail outbox (contract 18): what a request asked to be sent, written in its transaction,
+    then composed and sent by every process's mailer, at least once, with retries. `params_sealed`
+    is what the request asked for (it may hold a pending account's name and password hash);
+    `letter_sealed` the message once composed (it holds its one link): both sealed under the master
+    key. status: pending -> sent | failed | dropped (composing found nothing to send)."""
+    __tablename__ = "mail_messages"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # msg_...
+    kind: Mapped[str] = mapped_column(String(32))
+    recipient: Mapped[str] = mapped_column(String(320))
+    params_sealed: Mapped[str] = mapped_column(Text)
+    letter_sealed: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    round_attempts: Mapped[int] = mapped_column(Integer, default=0)  # since (re)delivery
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[int | None] = mapped_column(Time)
+    lease_until: Mapped[int | None] = mapped_column(Time)
+    created_at: Mapped[int] = mapped_column(Time)
+    sent_at: Mapped[int | None] = mapped_column(Time)
+
+    __table_args__ = (Index("ix_mail_messages_due", "status", "next_attempt_at"),)
+
+
+class LinkToken(Base):
+    """The tokens of emailed links (contract 18), by digest: `lba_su_` sign-up, `lba_ev_` email
+    verification, `lba_ec_` email change, `lba_pr_` password reset. Single use (`used_at`); a
+    newer reset voids the older ones of its user. `email` is the address the link went to;
+    `payload_sealed` a pending sign-up's name, password hash and return address."""
+    __tablename__ = "link_tokens"
+    token_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320))
+    payload_sealed: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+    used_at: Mapped[int | None] = mapped_column(Time)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -297,3 +337,5 @@ registration_tokens = _table(RegistrationToken)
 changes = _table(Change)
 webhook_events = _table(WebhookEvent)
 webhook_attempts = _table(WebhookAttempt)
+mail_messages = _table(MailMessage)
+link_tokens = _table(LinkToken)

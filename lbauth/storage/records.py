@@ -400,3 +400,35 @@ class Resource:
     name: str
     scopes: list[str] | None
     created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class MailMessage:
+    """A message of the mail outbox (contract 18): what was asked for, and once composed the letter,
+    both sealed under the master key."""
+    id: str
+    kind: str
+    recipient: str
+    params_sealed: str = field(repr=False)
+    letter_sealed: str | None = field(repr=False)
+    status: str
+    attempts: int
+    round_attempts: int
+    last_error: str | None
+    next_attempt_at: int | None
+    lease_until: int | None
+    created_at: int
+    sent_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkToken:
+    """An emailed link's token, by digest (contract 18)."""
+    token_hash: str
+    kind: str
+    user_id: str | None
+    email: str
+    payload_sealed: str | None = field(repr=False)
+    created_at: int
+    expires_at: int
+    used_at: int | None
