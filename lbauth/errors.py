@@ -304,3 +304,22 @@ class PasswordWeak(LbauthError):
 
 class UserNotFound(LbauthError):
     status, sub_code, message = 404, "user.not_found", "No user has this email."
+
+
+# ---- sign-up, email and recovery (contract 18) -----------------------------------------------------
+
+class ResetInvalid(LbauthError):
+    """A reset link's token that is unknown, used, voided by a newer request, or expired."""
+    sub_code = "auth.reset.invalid"
+    message = "This password reset link is invalid, used or expired; ask for a new one."
+
+
+class LinkInvalid(LbauthError):
+    """A sign-up, verification or email-change link's token that is unknown, used or expired."""
+    sub_code = "auth.link.invalid"
+    message = "This link is invalid, used or expired."
+
+
+class MailOff(NotFound):
+    """Sign-up or recovery on a server that sends no mail, or whose sign-up is off: not offered."""
+    message = "This server does not offer this."

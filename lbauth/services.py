@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from lbauth.clock import Clock
 from lbauth.core.accounts.accounts import Accounts
+from lbauth.core.accounts.recovery import Recovery
 from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
@@ -61,6 +62,7 @@ class Services:
             base_url=self.settings.base_url, access_ttl=self.settings.access_token_ttl)
         self.apps = Apps(self.db, self.clock, lambda: self.master_keys, self.app_policy)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
+        self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions)
         self.operations = Operations(self.db, self.clock)
         self.metrics = Metrics()
 

@@ -154,7 +154,8 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 RATE_LIMIT_KINDS = ("token-client", "token-address", "login-account", "login-address", "register-address",
-                    "document-address", "document-host")
+                    "document-address", "document-host", "signup-address", "signup-account", "reset-address",
+                    "reset-account", "mail-account")
 _RATE_LIMIT = re.compile(rf"({'|'.join(RATE_LIMIT_KINDS)})=(\d+)/(\d+)")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from tests.flow_helpers import Page, PageSession
 
 SESSION_FIELDS = {"sessionId", "kind", "createdAt", "lastUsedAt", "userAgent", "ipAddress", "current"}
-PROFILE_FIELDS = {"userId", "email", "name", "avatar", "bio", "interestTags", "createdAt"}
+PROFILE_FIELDS = {"userId", "email", "name", "avatar", "bio", "interestTags", "createdAt", "emailVerified"}
 PROPAGATION_SECONDS = 5  # contract 16: every process honours an account change within 5 s
 
 

@@ -4,7 +4,9 @@ memory, per process, on the injected clock.
 Keys name what is limited: ("token-client", client_id and the caller's address), ("token-address", ip),
 ("login-account", email), ("login-address", ip), ("register-address", ip) (RFC 7591 registration
 and RFC 7592 reads and deletes, contract 17), ("document-address", ip) and ("document-host", host)
-(fetches of client metadata documents). A request over a limit is refused with 429
+(fetches of client metadata documents), ("signup-address", ip), ("signup-account", email),
+("reset-address", ip), ("reset-account", email) and ("mail-account", user id) (mail, contract 18).
+A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers
 each counts on its own, so the effective limit is at most `workers` times the one below.
 """
@@ -38,6 +40,13 @@ LIMITS = {
     # makes lbauth do, and what one host is asked for.
     "document-address": Limit(30, 60),
     "document-host": Limit(120, 60),
+    # What sends mail (contract 18): per source address, and per address mailed (or account), so
+    # that nobody can fill a stranger's mailbox. Known and unknown addresses count alike.
+    "signup-address": Limit(30, 600),
+    "signup-account": Limit(5, 900),
+    "reset-address": Limit(30, 600),
+    "reset-account": Limit(5, 900),
+    "mail-account": Limit(5, 900),  # a signed-in user's verification and email-change requests
 }
 
 

@@ -26,7 +26,8 @@ def listed_user_json(user: User) -> dict[str, Any]:
 def profile_json(user: User) -> dict[str, Any]:
     """GET and PATCH /api/account/profile, and the account page."""
     return {"userId": user.id, "email": user.email, "name": user.name, "avatar": user.avatar, "bio": user.bio,
-            "interestTags": list(user.interest_tags), "createdAt": iso(user.created_at)}
+            "interestTags": list(user.interest_tags), "createdAt": iso(user.created_at),
+            "emailVerified": user.email_verified}
 
 
 def account_change_json(change: AccountChange) -> dict[str, Any]:

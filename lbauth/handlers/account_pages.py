@@ -25,6 +25,7 @@ PROFILE_HELP = {
     "bio": f"Keep your bio under {MAX_BIO} characters.",
     "interest_tags": f"Enter at most {MAX_TAGS} tags, separated by commas, each at most {MAX_TAG} characters.",
 }
+SAVED_NOTICES = ("profile", "password", "signup", "verification", "email")
 PASSWORDS_DIFFER = "The two new passwords are not the same. Type the new password twice."
 
 
@@ -45,7 +46,8 @@ class AccountForms(PageHandler):
                   "interest_tags": ", ".join(profile["interestTags"])}
         self.render_page("account.html", status=status, active_page="profile", profile=profile,
                          values={**values, **(typed or {})}, errors=errors or {},
-                         saved=saved if saved in ("profile", "password") else None, ended=ended)
+                         saved=saved if saved in SAVED_NOTICES else None, ended=ended,
+                         mail=self.services.settings.mail_enabled)
 
 
 class AccountPage(AccountForms):

@@ -121,8 +121,10 @@ class BaseHandler(tornado.web.RequestHandler):
 
     # ---- responses --------------------------------------------------------------------------------
 
-    def send_data(self, data: Any) -> None:
-        """Success: HTTP 200 and `{"code": 0, "data": ...}` (spec section 4)."""
+    def send_data(self, data: Any, status: int = 200) -> None:
+        """Success: HTTP 200 (202: accepted, to be done later) and `{"code": 0, "data": ...}` (spec
+        section 4)."""
+        self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.finish(json.dumps({"code": 0, "data": data}, separators=(",", ":")))
 

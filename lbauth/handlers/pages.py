@@ -124,7 +124,9 @@ class PageHandler(BaseHandler):
     def login_form(self, next_url: str, status: int = 200, error: str | None = None, email: str = "",
                    app: App | None = None) -> None:
         """`app`: the app the user is signing in for, named on the page."""
-        self.render_page("login.html", status=status, next_url=next_url, error=error, email=email, app=app)
+        settings = self.services.settings
+        self.render_page("login.html", status=status, next_url=next_url, error=error, email=email, app=app,
+                         signup=settings.signup_open, forgot=settings.mail_enabled)
 
     def sign_in_next(self) -> str:
         """Where the sign-in form of `@signed_in` comes back to: this page."""

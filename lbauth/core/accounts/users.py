@@ -46,3 +46,13 @@ async def create_user(db: Database, clock: Clock, *, email: str, name: str, pass
     except Duplicate:
         raise Conflict("A user with this email already exists.") from None
     return user
+
+
+MAX_NAME = 200
+
+
+def checked_name(name: object) -> str:
+    """A person's name as given, trimmed: 1 to 200 characters."""
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > MAX_NAME:
+        raise ValidationFailed(f"name must be 1 to {MAX_NAME} characters", field="name")
+    return name.strip()

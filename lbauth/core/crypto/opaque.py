@@ -2,7 +2,7 @@
 
 Codes `lba_ac_`, refresh tokens `lba_rt_`, user tokens `lba_ut_`, client secrets `lba_cs_`, and for
 RFC 7591 registration initial access tokens `lba_iat_` and registration access tokens `lba_rat_`
-(access tokens, `lba_at_` + a JWT, are lbauth.verify's)
+(access tokens, `lba_at_` + a JWT, are lbauth.verify's), and the tokens of emailed links
 carry 256 bits of randomness after the prefix. They are high-entropy, so a plain SHA-256 is the
 right hash (a slow password hash would only cap the token endpoint).
 """
@@ -21,6 +21,11 @@ CLIENT_SECRET = "lba_cs_"  # noqa: S105
 WEBHOOK_SECRET = "lba_whs_"  # noqa: S105
 INITIAL_ACCESS_TOKEN = "lba_iat_"  # noqa: S105 (RFC 7591 3: lets a client register)
 REGISTRATION_ACCESS_TOKEN = "lba_rat_"  # noqa: S105 (RFC 7592 3: lets it read and delete its registration)
+# The tokens of emailed links (contract 18): sign-up, email verification, email change, password reset.
+SIGNUP_LINK = "lba_su_"
+VERIFY_LINK = "lba_ev_"
+EMAIL_CHANGE_LINK = "lba_ec_"
+RESET_LINK = "lba_pr_"
 
 
 def new_secret(prefix: str) -> str:

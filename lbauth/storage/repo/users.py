@@ -86,3 +86,19 @@ def erase(conn: Connection, user_id: str, now: int) -> bool:
         email=users.c.id.concat("@deleted.invalid"), name="", avatar="", bio="", interest_tags=[],
         password_hash="", deleted_at=now, disabled_at=func.coalesce(users.c.disabled_at, now)))
     return result.rowcount == 1
+
+
+def set_email_verified(conn: Connection, user_id: str, email: str) -> bool:
+    """Mark `email` verified, if it is still the account's address."""
+    return conn.execute(update(users).where(users.c.id == user_id, users.c.email == email,
+                                            users.c.deleted_at.is_(None))
+                        .values(email_verified=True)).rowcount == 1
+
+
+def change_email(conn: Connection, user_id: str, old_email: str, new_email: str) -> bool:
+    """The new address, verified (its owner followed a link sent to it), if the account's address
+    is still `old_email`; raises Duplicate when another account took `new_email` meanwhile."""
+    with duplicate_refused("user"):
+        return conn.execute(update(users).where(users.c.id == user_id, users.c.email == old_email,
+                                                users.c.deleted_at.is_(None))
+                            .values(email=new_email, email_verified=True)).rowcount == 1
