@@ -375,3 +375,45 @@ async def test_forgot_password_and_sign_up_do_the_same_work_for_known_and_unknow
         unknown = await work_of(srv, hashes, lambda send=request_for: send(new_address()))
         assert known == unknown and known[2] == 202, (known, unknown)
     assert await login_status(srv, user["email"], "a perfectly good passphrase") == 401
+
+
+# ---- hostile input -----------------------------------------------------------------------------------------
+
+HOSTILE_VALUES = [None, 42, True, [], {}, "", " ", "x" * 100_000, "a\u0000b", "\ud800", "<script>alert(1)</script>",
+                  "person@example.com\r\nBcc: victim@example.com"]
+
+
+@pytest.mark.parametrize("path, fields", [
+    ("/api/auth/signup", ("name", "email", "password", "returnTo")),
+    ("/api/auth/password/forgot", ("email",)),
+    ("/api/auth/password/reset", ("token", "newPassword")),
+])
+async def test_hostile_values_in_every_field_are_4xx_and_send_nothing(mail_server, mailbox, path, fields):
+    srv = mail_server
+    good = {"name": "Ada", "email": new_address(), "password": PASSWORD, "returnTo": "/oauth/", "token": "lba_pr_x",
+            "newPassword": NEW_PASSWORD}
+    for field in fields:
+        for value in HOSTILE_VALUES:
+            body = {name: good[name] for name in fields} | {field: value}
+            r = await srv.client.post(path, json=body)
+            ignored = r.status == 202 and field == "returnTo"  # an unusable return address is dropped
+            assert 400 <= r.status < 500 or ignored, (field, repr(value)[:40], r.status)
+    for raw in (b"", b"[]", b"not json", b'{"email": "a@example.com"', b"\xff\xfe"):
+        r = await srv.client.post(path, body=raw, headers={"Content-Type": "application/json"})
+        assert 400 <= r.status < 500, (raw, r.status)
+    await delivered(srv)
+    assert all("\r" not in (m["To"] or "") and "victim" not in str(m["Bcc"]) for m in mailbox.messages)
+
+
+async def test_hostile_values_on_the_account_email_endpoints_are_4xx(mail_server):
+    srv = mail_server
+    user = await srv.create_user(password=PASSWORD)
+    token = await srv.login(user["email"], PASSWORD)
+    for value in HOSTILE_VALUES:
+        for body in ({"newEmail": value, "password": PASSWORD}, {"newEmail": new_address(), "password": value}):
+            r = await srv.client.post("/api/account/email", json=body, bearer=token)
+            assert 400 <= r.status < 500, (body, r.status)
+    for link in ("/signup/confirm", "/email/verify", "/email/confirm", "/password/reset"):
+        for token_value in ("", "lba_xx_", "x" * 5000, "%00", "%ED%A0%80"):
+            r = await srv.client.get(f"{link}?token={token_value}")
+            assert r.status in (400, 404), (link, token_value, r.status)
