@@ -449,6 +449,15 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
                 "readRegistration" else seeded.register()
             _with_header(case, "Authorization", f"Bearer {registration['registration_access_token']}")
             case.path_parameters = {"clientId": registration["client_id"]}
+        case "changeEmail":  # a link to the new address, now and then; the email changes only if it is followed
+            _with_header(case, "Authorization", bearer)
+            if variant % 2:
+                _with_fields(case, password=PASSWORD)
+        case "requestEmailVerification":
+            _with_header(case, "Authorization", bearer)
+        case "changeEmailSubmit" | "emailVerificationSubmit" | "signupSubmit" | "forgotPasswordSubmit" | \
+                "resetPasswordSubmit":
+            _page(case, seeded)
         case "staticFile":
             case.path_parameters = {"file": "lbauth.css"}
     return mode

@@ -212,6 +212,7 @@ class Recovery:
             if (user is None or not user.active or user.email != params["oldEmail"]
                     or users_repo.by_email(conn, request.recipient) is not None):
                 return None
+            links.void_older(conn, user.id, LinkKind.EMAIL_CHANGE, now)  # the newest request is the one meant
             return links.issue(conn, LinkKind.EMAIL_CHANGE, email=request.recipient, user_id=user.id, now=now)
         token = await self.db.transaction(work)
         if token is None:
@@ -268,8 +269,9 @@ class Recovery:
 
         def work(conn: Connection) -> str:
             found = links.take(conn, LinkKind.VERIFY, token, now)
-            if found is None or found.user_id is None or not users_repo.set_email_verified(
-                    conn, found.user_id, found.email):
+            user = users_repo.by_id(conn, found.user_id) if found is not None and found.user_id else None
+            if (found is None or user is None or not user.active
+                    or not users_repo.set_email_verified(conn, user.id, found.email)):
                 raise errors.LinkInvalid()
             announce_user_changed(conn, found.user_id, now)
             changes_repo.notify(conn)
@@ -293,6 +295,8 @@ class Recovery:
                 raise errors.LinkInvalid("Another account uses this address now.") from None
             if not changed:
                 raise errors.LinkInvalid()
+            links.void_older(conn, user.id, LinkKind.EMAIL_CHANGE, now)
+            links.void_older(conn, user.id, LinkKind.VERIFY, now)  # they were for the old address
             announce_user_changed(conn, user.id, now)
             changes_repo.notify(conn)
             outbox.queue(conn, keys, kind=EMAIL_CHANGED, recipient=user.email, params={"newEmail": found.email},
