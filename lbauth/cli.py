@@ -27,6 +27,7 @@ from lbauth.core.crypto import keys
 from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
 from lbauth.core.crypto.reseal import master_keys_for
+from lbauth.core.mail import outbox as mail_outbox
 from lbauth.core.oauth.checklist import ServerCheckList
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.core.registration import initial_tokens
@@ -232,6 +233,20 @@ async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -
     return await with_database(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
 
 
+async def cmd_mail_list(args: argparse.Namespace, settings: Settings) -> list:
+    return await with_database(settings, lambda db: mail_outbox.list_messages(db, status=args.status))
+
+
+async def cmd_mail_redeliver(args: argparse.Namespace, settings: Settings) -> dict:
+    return await with_database(settings, lambda db: mail_outbox.redeliver(db, SystemClock(), args.message_id))
+
+
+async def cmd_mail_test(args: argparse.Namespace, settings: Settings) -> dict:
+    async def work(db: Database) -> dict:
+        return await mail_outbox.send_test(db, SystemClock(), await master_keys_for(db, settings), args.to)
+    return await with_database(settings, work)
+
+
 async def cmd_registration_tokens_create(args: argparse.Namespace, settings: Settings) -> dict:
     return await with_database(settings, lambda db: initial_tokens.create(db, SystemClock(), args.expires_in))
 
@@ -378,6 +393,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=outbox.STATUSES)
     p = command(w, "redeliver", cmd_webhooks_redeliver, "queue an event again, now, with a fresh retry schedule")
     p.add_argument("event_id", metavar="EVENT_ID")
+
+    m = sub.add_parser("mail", help="the mail outbox").add_subparsers(dest="mail_command", metavar="COMMAND",
+                                                                       required=True)
+    p = command(m, "list", cmd_mail_list, "list mail messages, newest first")
+    p.add_argument("--status", choices=mail_outbox.STATUSES)
+    p = command(m, "redeliver", cmd_mail_redeliver, "queue a message again, now, with a fresh retry schedule")
+    p.add_argument("message_id", metavar="MESSAGE_ID")
+    p = command(m, "test", cmd_mail_test, "queue a short test message; the server sends it")
+    p.add_argument("--to", required=True, metavar="ADDRESS")
 
     r = sub.add_parser("registration-tokens", help="initial access tokens for dynamic registration").add_subparsers(
         dest="registration_tokens_command", metavar="COMMAND", required=True)

@@ -59,7 +59,32 @@ def retry_after_seconds(value: str | None, now: float) -> int | None:
     return max(0, int(when.timestamp() - now))
 
 
-class Deliverer:
+class Outgoing:
+    """What the webhook deliverer and the mailer share: sends under way as tasks, claimed by one
+    `run_once` at a time."""
+
+    _tasks: set[asyncio.Task]
+    _claim_lock: asyncio.Lock
+
+    async def run_once(self) -> int:
+        raise NotImplementedError
+
+    async def drain(self) -> None:
+        """Wait for the sends under way (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def flush(self) -> None:
+        """Send everything due now, including the retries that come due meanwhile (tests, tools)."""
+        while True:
+            while self._claim_lock.locked():  # a claim under way (the periodic one) finishes first
+                await asyncio.sleep(0.001)
+            if not await self.run_once() and not self._tasks and not self._claim_lock.locked():
+                return
+            await self.drain()
+
+
+class Deliverer(Outgoing):
     def __init__(self, services: Services, *, max_in_flight: int = 32, per_app: int = 4) -> None:
         self.services = services
         self.max_in_flight = max_in_flight
@@ -126,20 +151,6 @@ class Deliverer:
             await self.run_once()
         except Exception as exc:  # noqa: BLE001 - the periodic callback tries again
             log.warning("webhook claim failed: %s", type(exc).__name__)
-
-    async def drain(self) -> None:
-        """Wait for the deliveries under way (shutdown, tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def flush(self) -> None:
-        """Deliver everything due now, including the retries that come due meanwhile (tests, tools)."""
-        while True:
-            while self._claim_lock.locked():  # a claim under way (the periodic one) finishes first
-                await asyncio.sleep(0.001)
-            if not await self.run_once() and not self._tasks and not self._claim_lock.locked():
-                return
-            await self.drain()
 
     async def _deliver(self, event: outbox.Claimed) -> None:
         s = self.services

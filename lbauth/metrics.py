@@ -1,8 +1,8 @@
 """Prometheus metrics (contract section 13): one registry per server process.
 
 Counted as things happen: requests by route and status with latency histograms, tokens issued by
-grant type, refusals by subCode, webhook deliveries by outcome. Read from the database and the
-process at scrape time: outbox depth, the age of the oldest pending event, check-list size.
+grant type, refusals by subCode, webhook deliveries and mail attempts by outcome. Read from the database
+and the process at scrape time: outbox depth, mail waiting, the age of the oldest pending event, check-list size.
 
 With LBAUTH_WORKERS > 1 the workers write their values to files in `<data dir>/metrics`
 (prometheus-client's multiprocess mode, `share_between_workers`), so whichever worker answers a
@@ -58,6 +58,10 @@ class Metrics:
         self.outbox_oldest = Gauge("lbauth_webhook_outbox_oldest_pending_seconds",
                                    "Age of the oldest webhook event still waiting (0 when none).", registry=r,
                                    multiprocess_mode="mostrecent")
+        self.mail_deliveries = Counter("lbauth_mail_deliveries", "Mail sending attempts, by outcome.",
+                                       ["outcome"], registry=r)
+        self.mail_pending = Gauge("lbauth_mail_pending", "Mail messages waiting to be sent.", registry=r,
+                                  multiprocess_mode="mostrecent")
         self.checklist_size = Gauge("lbauth_checklist_entries", "Entries on a worker's revocation check-list.",
                                     registry=r, multiprocess_mode="livemax")
 

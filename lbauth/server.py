@@ -30,6 +30,7 @@ from lbauth.core.crypto.keys import KeyRing, ensure_keys, load_keyring
 from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.delivery import Deliverer
 from lbauth.handlers.base import REQUEST_READ
+from lbauth.mailer import Mailer
 from lbauth.services import Services
 from lbauth.settings import Settings
 from lbauth.storage import migrate
@@ -42,6 +43,7 @@ log = logging.getLogger("lbauth.server")
 KEY_RELOAD_SECONDS = 5
 CHECKLIST_POLL_SECONDS = 2  # the fallback; PostgreSQL deployments hear revocations at once (NOTIFY)
 WEBHOOK_FLUSH_MS = 250
+MAIL_FLUSH_MS = 200
 CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
 DOCUMENT_SWEEP_SECONDS = 600  # expired metadata-document clients no user approved are removed
@@ -105,6 +107,7 @@ class RunningServer:
     reload_keys: Callable[[], Awaitable[None]]
     listener: Listener | None = None
     periodic: list[PeriodicCallback] = field(default_factory=list)
+    mailer: Mailer | None = None  # None: no SMTP server, in production
 
     async def stop(self) -> None:
         for callback in self.periodic:
@@ -117,6 +120,12 @@ class RunningServer:
         except TimeoutError:
             log.warning("stopping with webhook deliveries in flight; they will be retried when their leases end")
         self.deliverer.close()
+        if self.mailer is not None:
+            try:
+                await asyncio.wait_for(self.mailer.drain(), DRAIN_SECONDS)
+            except TimeoutError:
+                log.warning("stopping with mail being sent; it is sent again when its lease ends")
+            self.mailer.close()
         self.services.document_fetcher.close()
         await self.http_server.close_all_connections()
         await self.services.db.close()
@@ -206,6 +215,12 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     running.periodic.append(PeriodicCallback(_guarded(reload_keys), KEY_RELOAD_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.poll_revocations), CHECKLIST_POLL_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(deliverer.run_once), WEBHOOK_FLUSH_MS))
+    if settings.mail_enabled:
+        running.mailer = Mailer(services, services.mail_composers)
+        running.periodic.append(PeriodicCallback(_guarded(running.mailer.run_once), MAIL_FLUSH_MS))
+    elif announce:
+        logs.event(log, "mail is off: no SMTP server is configured, so sign-up and password reset are off "
+                   "(set LBAUTH_SMTP_URL to turn them on)", level=logging.WARNING)
     running.periodic.append(PeriodicCallback(_guarded(services.client_documents.remove_unapproved),
                                              DOCUMENT_SWEEP_SECONDS * 1000))
     if settings.is_sqlite:

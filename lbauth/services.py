@@ -15,6 +15,7 @@ from lbauth.core.accounts.recovery import Recovery
 from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
+from lbauth.core.mail.outbox import Composer
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import GRANT_TYPES, AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
@@ -65,6 +66,7 @@ class Services:
         self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions)
         self.operations = Operations(self.db, self.clock)
         self.metrics = Metrics()
+        self.mail_composers: dict[str, Composer] = {}  # by kind: the flows that send mail add theirs
 
     @property
     def app_policy(self) -> AppPolicy:

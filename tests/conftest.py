@@ -39,6 +39,7 @@ from sqlalchemy.engine import make_url
 from lbauth import logs
 from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
+from lbauth.mailer import DEVELOPMENT_LINK
 from lbauth.server import RunningServer, build_services, start
 from lbauth.services import Services
 from lbauth.storage import migrate
@@ -438,7 +439,20 @@ async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[
 # ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------
 
 # An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
-_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+
+
+def _shown_on_purpose(line: str) -> str:
+    """The line as the check reads it: the one line allowed a link token, the mailer's in development
+    without SMTP (lbauth.mailer.DEVELOPMENT_LINK: a person trying lbauth follows it), is read
+    without its `link` field, so anything else it held would still be found."""
+    if '"logger": "lbauth.mail"' not in line or DEVELOPMENT_LINK not in line:
+        return line
+    entry = json.loads(line)
+    if entry.get("msg") != DEVELOPMENT_LINK:
+        return line
+    entry.pop("link", None)
+    return json.dumps(entry)
 _TEST_PASSWORDS = ("correct horse battery",)  # TestServer.create_user's default
 
 
@@ -459,6 +473,7 @@ def no_secret_in_any_log_line_or_error_body():
     root.removeHandler(handler)
     root.setLevel(level)
     lines = stream.getvalue().splitlines()
+    lines = [_shown_on_purpose(line) for line in lines]
     leaks = [line for line in lines if _CLEAR_CREDENTIAL.search(line) or any(p in line for p in _TEST_PASSWORDS)]
     leaks += [body.decode("utf-8", "replace") for body in ERROR_BODIES
               if _CLEAR_CREDENTIAL.search(body.decode("utf-8", "replace"))

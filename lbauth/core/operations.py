@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from lbauth.clock import Clock
 from lbauth.core.clients import outbox
+from lbauth.core.mail import outbox as mail_outbox
 from lbauth.storage.db import Database
 
 
@@ -29,3 +30,9 @@ class Operations:
         if not await self.db.ping():
             return None
         return OutboxBacklog(*await outbox.pending_summary(self.db, self.clock))
+
+    async def mail_pending(self) -> int | None:
+        """The mail gauge of /metrics; None while the database does not answer."""
+        if not await self.db.ping():
+            return None
+        return await mail_outbox.pending_count(self.db)

@@ -43,5 +43,8 @@ class MetricsHandler(BaseHandler):
         if backlog is not None:  # the gauges from the database; the counters even when it is away
             m.outbox_depth.set(backlog.pending)
             m.outbox_oldest.set(backlog.oldest_age)
+        mail_pending = await s.operations.mail_pending()
+        if mail_pending is not None:
+            m.mail_pending.set(mail_pending)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(m.render())

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.keys import signing_key_purpose
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys, require_keys
+from lbauth.core.mail.outbox import letter_purpose, params_purpose
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import keys as keys_repo
+from lbauth.storage.repo import mail as mail_repo
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class SealedKind:
 SEALED = (
     SealedKind(apps_repo.webhook_secrets, apps_repo.reseal_webhook_secret, webhook_secret_purpose),
     SealedKind(keys_repo.private_keys, keys_repo.reseal_private_key, signing_key_purpose),
+    SealedKind(mail_repo.sealed_params, mail_repo.reseal_params, params_purpose),
+    SealedKind(mail_repo.sealed_letters, mail_repo.reseal_letter, letter_purpose),
 )
 
 
