@@ -66,7 +66,7 @@ class Services:
         self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions)
         self.operations = Operations(self.db, self.clock)
         self.metrics = Metrics()
-        self.mail_composers: dict[str, Composer] = {}  # by kind: the flows that send mail add theirs
+        self.mail_composers: dict[str, Composer] = dict(self.recovery.composers())  # by kind
 
     @property
     def app_policy(self) -> AppPolicy:
