@@ -298,8 +298,10 @@ class SessionNotFound(LbauthError):
 
 
 class PasswordWeak(LbauthError):
+    """Raised with the reason (core/accounts/passwords.py `weakness`); the default sums up the policy."""
     sub_code = "account.password.weak"
-    message = "The new password must be at least 10 characters and must not be your email."
+    message = ("The new password must be 10 to 256 characters, must not contain your email or name, "
+               "and must not be a known breached password.")
 
 
 class UserNotFound(LbauthError):

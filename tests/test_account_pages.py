@@ -274,7 +274,7 @@ def password_fields(current: str, new: str, confirm: str | None = None) -> dict[
             "confirm_password": new if confirm is None else confirm}
 
 
-@pytest.mark.parametrize("case", ["wrong-current", "weak", "equal-to-email", "mismatch"])
+@pytest.mark.parametrize("case", ["wrong-current", "weak", "equal-to-email", "holds-name", "breached", "mismatch"])
 async def test_a_refused_password_change_says_why_and_changes_nothing(server, case):
     s = await full_setup(server)
     other = await api_login(server, s)
@@ -284,6 +284,8 @@ async def test_a_refused_password_change_says_why_and_changes_nothing(server, ca
         "wrong-current": (password_fields("not my password", NEW_PASSWORD), 401, "current_password", "wrong"),
         "weak": (password_fields(current, "short1"), 400, "new_password", "10 characters"),
         "equal-to-email": (password_fields(current, s.user["email"]), 400, "new_password", "email"),
+        "holds-name": (password_fields(current, "testing one two"), 400, "new_password", "your name"),  # Test User
+        "breached": (password_fields(current, "qwertyuiop"), 400, "new_password", "data breaches"),
         "mismatch": (password_fields(current, NEW_PASSWORD, NEW_PASSWORD + "!"), 400, "confirm_password", "same"),
     }[case]
     refused = await browser.submit(page, form_to(page, PASSWORD_FORM), fields)

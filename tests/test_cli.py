@@ -29,7 +29,7 @@ def test_users_create_and_token(cli):
 
 
 def test_apps_lifecycle_shows_secrets_once(cli):
-    cli("users", "create", "--email", "owner@example.com", "--name", "Owner", "--password", "owner-pass")
+    cli("users", "create", "--email", "owner@example.com", "--name", "Owner", "--password", "quiet-harbour")
     created = cli.json("apps", "create", "--name", "Notes", "--owner", "owner@example.com",
                        "--redirect-uri", "https://notes.example/cb", "--redirect-uri", "http://localhost:3000/cb",
                        "--scope", "userinfo", "--scope", "chat.read", "--webhook-url", "https://notes.example/hook")
@@ -62,7 +62,7 @@ def test_apps_lifecycle_shows_secrets_once(cli):
 
 
 def test_app_without_scopes_may_request_every_scope(cli):
-    cli("users", "create", "--email", "o@example.com", "--name", "O", "--password", "owner-pass")
+    cli("users", "create", "--email", "o@example.com", "--name", "O", "--password", "quiet-harbour")
     created = cli.json("apps", "create", "--name", "All", "--owner", "o@example.com",
                        "--redirect-uri", "https://all.example/cb")
     assert created["scopes"] == ["openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write",
@@ -73,7 +73,7 @@ def test_app_without_scopes_may_request_every_scope(cli):
 def test_an_app_made_before_the_first_start_leaves_the_access_key_to_the_signing_alg(cli):
     """The CLI makes the ID-token key an app asks for; on a database no server has started on,
     the access-token key (LBAUTH_SIGNING_ALG, ES256 by default) is made too, and first."""
-    cli("users", "create", "--email", "f@example.com", "--name", "F", "--password", "owner-pass")
+    cli("users", "create", "--email", "f@example.com", "--name", "F", "--password", "quiet-harbour")
     cli("apps", "create", "--name", "First", "--owner", "f@example.com", "--redirect-uri", "https://f.example/cb")
     listed = cli.json("keys", "list")
     assert sorted((k["alg"], k["state"]) for k in listed) == [("ES256", "active"), ("RS256", "active")]
@@ -82,7 +82,7 @@ def test_an_app_made_before_the_first_start_leaves_the_access_key_to_the_signing
 def test_openid_options_of_users_and_apps(cli):
     """Contract 15: --email-verified, --id-token-alg (its key made when an app asks for it),
     --post-logout-redirect-uri (checked like redirect URIs)."""
-    cli("users", "create", "--email", "v@example.com", "--name", "V", "--password", "owner-pass", "--email-verified")
+    cli("users", "create", "--email", "v@example.com", "--name", "V", "--password", "quiet-harbour", "--email-verified")
     created = cli.json("apps", "create", "--name", "Oidc", "--owner", "v@example.com",
                        "--redirect-uri", "https://rp.example/cb", "--id-token-alg", "ES256",
                        "--post-logout-redirect-uri", "https://rp.example/bye",
@@ -124,7 +124,7 @@ def test_openid_options_of_users_and_apps(cli):
      "private"),
 ])
 def test_apps_create_refuses_bad_input_in_one_line(cli, args, needle):
-    cli("users", "create", "--email", "o@example.com", "--name", "O", "--password", "owner-pass")
+    cli("users", "create", "--email", "o@example.com", "--name", "O", "--password", "quiet-harbour")
     result = cli("apps", "create", "--name", "Bad", *args, ok=False)
     assert result.returncode == 1 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr.lower(), result.stderr
@@ -136,7 +136,7 @@ def test_unknown_app_is_reported(cli):
 
 
 def test_text_output_is_readable(cli):
-    out = cli("users", "create", "--email", "t@example.com", "--name", "Tee", "--password", "tee-password").stdout
+    out = cli("users", "create", "--email", "t@example.com", "--name", "Tee", "--password", "pass-for-t-1").stdout
     lines = dict(line.split(None, 1) for line in out.strip().splitlines())
     assert lines["email"] == "t@example.com" and lines["name"] == "Tee" and lines["userId"].startswith("usr_")
 
@@ -239,7 +239,7 @@ def test_users_create_reads_the_password_from_standard_input(tmp_path, database_
 
 @pytest.mark.parametrize(("password", "reason"), [
     ("ninechars", "at least 10 characters"), ("p" * 257, "at most 256 characters"),
-    ("Ada@Example.com", "must not be the account's email")])
+    ("Ada@Example.com", "contains your email address")])
 def test_users_create_holds_passwords_to_the_same_policy_as_the_pages(cli, password, reason):
     """The CLI accepted 8 characters where a user changing their password needed 10: one policy."""
     refused = cli("users", "create", "--email", "ada@example.com", "--name", "Ada", "--password", password, ok=False)

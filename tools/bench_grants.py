@@ -130,7 +130,7 @@ async def seed(database_url: str, data_dir: Path, count: int, codes_each: int) -
     db = open_database(database_url)
     try:
         owner = f"bench-owner-{time.time_ns()}@example.com"
-        await users.create_user(db, clock, email=owner, name="Bench owner", password="bench-password")
+        await users.create_user(db, clock, email=owner, name="Bench owner", password="harbour-lights")
         keys = load_master_keys(settings)
         registry = apps.Apps(db, clock, lambda: keys, apps.AppPolicy(development=True))
         registered: list[dict] = []

@@ -303,10 +303,10 @@ class Deployment:
         db = open_database(self.database_url)
         try:
             email = f"bench-{secrets.token_hex(4)}@example.com"
-            await users.create_user(db, clock, email=email, name="Bench", password="bench-password")
+            await users.create_user(db, clock, email=email, name="Bench", password="harbour-lights")
             operator = apps.Apps(db, clock, lambda: load_master_keys(settings), apps.AppPolicy(development=True))
             app = await operator.create(name="Bench", owner_email=email, redirect_uris=[REDIRECT])
-            session = await accounts.sign_in(db, clock, 86400, email, "bench-password")
+            session = await accounts.sign_in(db, clock, 86400, email, "harbour-lights")
             row = await load_client(db, app["clientId"], REDIRECT)
             request = check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id

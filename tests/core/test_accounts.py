@@ -61,16 +61,54 @@ async def signed_in(accounts: Accounts, user: User, password: str = PASSWORD, ki
 
 # ---- passwords (contract 3: account.password.weak) ---------------------------------------------------------
 
+SHORT, LONG = "The password must be at least 10 characters.", "The password must be at most 256 characters."
+EMAIL = "This password contains your email address or part of it; choose another."
+NAME = "This password contains your name or part of it; choose another."
+BREACHED = "This password is in a list of passwords exposed in data breaches; choose another."
+
+
 @pytest.mark.parametrize(("password", "reason"), [
-    ("short-one", "The password must be at least 10 characters."),  # 9 characters
+    ("short-one", SHORT),  # 9 characters
     ("long-enough", None),
     ("p" * 256, None),
-    ("p" * 257, "The password must be at most 256 characters."),
-    ("Ada@Example.com", "The password must not be the account's email."),  # letter case aside
-    (" ada@example.com ", "The password must not be the account's email."),
+    ("p" * 257, LONG),
+    ("Ada@Example.com", EMAIL),  # letter case aside
+    (" ada@example.com ", EMAIL),
 ])
 def test_a_password_is_weak_outside_10_to_256_characters_or_when_it_is_the_email(password, reason):
     assert passwords.weakness(password, "ada@example.com") == reason
+
+
+@pytest.mark.parametrize(("password", "email", "name", "reason"), [
+    # the email's local part, whole and in pieces split at anything but letters and digits
+    ("my ADA.LOVELACE pw", "ada.lovelace@example.com", "", EMAIL),
+    ("i love lovelace!", "ada.lovelace+lbauth@example.com", "", EMAIL),
+    ("lbauth is my password", "ada.lovelace+lbauth@example.com", "", EMAIL),
+    ("call jo.li at six", "jo.li@example.com", "", EMAIL),  # the whole local part counts
+    ("jolly lions roar", "jo.li@example.com", "", None),  # its pieces "jo" and "li" are too short
+    ("adaaaaaaaaaaa", "ad-a@example.com", "", None),  # pieces "ad" and "a" are too short to count
+    ("the example.com domain", "ada@example.com", "", None),  # the domain alone is not personal
+    # the name: spaces removed, each word, three characters or more
+    ("Ada Lovelace 1815!", "a1@example.com", "Ada Lovelace", NAME),
+    ("adalovelace-1815", "a1@example.com", "Ada Lovelace", NAME),
+    ("countess lovelace", "a1@example.com", "Ada Lovelace", NAME),
+    ("xada-is-here-now", "a1@example.com", "Ada", NAME),
+    ("jean lives at home", "a1@example.com", "Jean-Luc Picard", NAME),
+    ("JEAN-LUCPICARD!", "a1@example.com", "Jean-Luc Picard", NAME),
+    ("linaria vulgaris", "a1@example.com", "Li Na", NAME),  # "lina": the name without its space
+    ("alpine lake view", "a1@example.com", "Al", None),  # a two-letter name forbids nothing
+    ("zoë the explorer", "a1@example.com", "Zoë", NAME),
+    ("the quiet harbour", "a1@example.com", "", None),
+    # the breached list (exact matches, checked after the cheaper rules)
+    ("password1234", "a1@example.com", "", BREACHED),
+    ("qwertyuiop", "a1@example.com", "", BREACHED),
+    ("qwertyuiop", "qwerty@example.com", "", EMAIL),
+    # a lone surrogate (or a byte that is not UTF-8, in a command's argument) cannot be hashed or stored
+    ("\udfffabcdefghijk", "a1@example.com", "", "The password holds something that is not text "
+                                                  "(invalid UTF-8 or a lone surrogate); choose another."),
+])
+def test_a_password_holding_the_email_or_name_or_a_breached_one_is_weak(password, email, name, reason):
+    assert passwords.weakness(password, email, name) == reason
 
 
 async def test_a_password_verifies_against_its_hash_only():

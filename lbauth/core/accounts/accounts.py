@@ -174,9 +174,7 @@ class Accounts:
         cost = self.settings.argon2
         if stored is None or not await passwords.verify_password(stored.password_hash or None, current, cost):
             raise errors.LoginFailed("The current password is wrong.")
-        weakness = passwords.weakness(new, stored.email)
-        if weakness is not None:
-            raise errors.PasswordWeak(weakness)
+        await passwords.refuse_weak(new, stored.email, stored.name)
         new_hash = await passwords.hash_password(new, cost)
         now = int(self.clock.now())
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from lbauth.clock import Clock
 from lbauth.core.accounts import passwords
 from lbauth.core.crypto import opaque
-from lbauth.errors import Conflict, PasswordWeak, ValidationFailed
+from lbauth.errors import Conflict, ValidationFailed
 from lbauth.storage import Duplicate
 from lbauth.storage.db import Database
 from lbauth.storage.records import User
@@ -32,11 +32,9 @@ async def create_user(db: Database, clock: Clock, *, email: str, name: str, pass
     name = (name or "").strip()
     if not name or len(name) > 200:
         raise ValidationFailed("name must be 1 to 200 characters", field="name")
-    weakness = passwords.weakness(password or "", email)
-    if weakness is not None:
-        raise PasswordWeak(weakness)
     if avatar and not re.match(r"^https?://\S+$", avatar):
         raise ValidationFailed("avatar must be an http(s) URL", field="avatar")
+    await passwords.refuse_weak(password or "", email, name)
     user = User(id=opaque.new_id("usr_"), email=email, name=name, avatar=avatar or "", bio=bio or "",
                 interest_tags=[t.strip() for t in interest_tags if t.strip()],
                 password_hash=await passwords.hash_password(password, cost), created_at=int(clock.now()),
