@@ -3,7 +3,8 @@ answer 202 `{"status": "check_email"}` whatever the address: lbauth never tells 
 
 from __future__ import annotations
 
-from lbauth.errors import MailOff
+from lbauth.core.accounts.recovery import return_address
+from lbauth.errors import MailOff, ValidationFailed
 from lbauth.handlers.account import UserTokenHandler, strings
 from lbauth.handlers.base import BaseHandler
 
@@ -35,9 +36,12 @@ class SignupHandler(MailHandler):
     async def post(self) -> None:
         body = self.json_body()
         name, email, password = strings(body, "name", "email", "password")
+        return_to = body.get("returnTo") or None
+        if return_to is not None and return_address(return_to) is None:
+            raise ValidationFailed("returnTo must be an authorization request on this server: /oauth/?...",
+                                   field="returnTo")
         self.limit_mail("signup", email)
-        await self.services.recovery.request_signup(name=name, email=email, password=password,
-                                                    return_to=body.get("returnTo"))
+        await self.services.recovery.request_signup(name=name, email=email, password=password, return_to=return_to)
         self.send_data(CHECK_EMAIL, status=202)
 
 
