@@ -46,7 +46,7 @@ WEBHOOK_FLUSH_MS = 250
 MAIL_FLUSH_MS = 200
 CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
-DOCUMENT_SWEEP_SECONDS = 600  # expired metadata-document clients no user approved are removed
+SWEEP_SECONDS = 600  # expired metadata-document clients no user approved, and expired mail links, are removed
 BODY_TIMEOUT_SECONDS = 30  # a request's body must have arrived this long after its headers
 
 
@@ -222,7 +222,9 @@ async def start(settings: Settings, *, clock: Clock | None = None,
         logs.event(log, "mail is off: no SMTP server is configured, so sign-up and password reset are off "
                    "(set LBAUTH_SMTP_URL to turn them on)", level=logging.WARNING)
     running.periodic.append(PeriodicCallback(_guarded(services.client_documents.remove_unapproved),
-                                             DOCUMENT_SWEEP_SECONDS * 1000))
+                                             SWEEP_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(services.recovery.forget_expired_links),
+                                             SWEEP_SECONDS * 1000))
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:

@@ -428,3 +428,21 @@ async def test_hostile_values_on_the_account_email_endpoints_are_4xx(mail_server
         for token_value in ("", "lba_xx_", "x" * 5000, "%00", "%ED%A0%80"):
             r = await srv.client.get(f"{link}?token={token_value}")
             assert r.status in (400, 404), (link, token_value, r.status)
+
+
+async def test_expired_links_are_swept_a_day_after_they_expire(mail_server, mailbox):
+    """Nobody can use them, nobody needs them: the periodic sweep deletes them."""
+    from lbauth.storage.models import link_tokens
+    srv = mail_server
+    user = await srv.create_user()
+    token = token_of(await reset_link(srv, mailbox, user["email"]))
+    count = "SELECT count(*) FROM link_tokens"
+
+    async def links() -> int:
+        return await srv.db.read(lambda conn: conn.exec_driver_sql(count).scalar())
+    assert link_tokens.name == "link_tokens" and await links() == 1
+    srv.clock.advance(30 * 60 + 86400 - 10)
+    assert await srv.services.recovery.forget_expired_links() == 0  # expired, but not a day ago
+    srv.clock.advance(20)
+    assert await srv.services.recovery.forget_expired_links() == 1 and await links() == 0
+    (await reset(srv, token)).assert_error(400, "auth.reset.invalid")

@@ -14,7 +14,7 @@ _BUTTON = ("display:inline-block;padding:10px 18px;background:#1f4fd1;color:#fff
 
 
 def letter(*, site: str, subject: str, paragraphs: list[str], action: str | None = None, link: str | None = None,
-           after: list[str] = (), app_name: str | None = None) -> Letter:
+           after: tuple[str, ...] | list[str] = (), app_name: str | None = None) -> Letter:
     """`action` labels `link` (a button in HTML, the bare URL in text); `after` follows it."""
     intro = [f"This is about your account at {site}" + (f", for {app_name}." if app_name else ".")]
     footer = f"This message was sent by {site}. If you did not expect it, you can ignore it."

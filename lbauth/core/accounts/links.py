@@ -12,6 +12,7 @@ from enum import StrEnum
 from urllib.parse import urlencode
 
 from lbauth.core.crypto import opaque
+from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.storage import Connection
 from lbauth.storage.records import LinkToken
 from lbauth.storage.repo import links as repo
@@ -40,14 +41,29 @@ KINDS = {
 
 
 def issue(conn: Connection, kind: LinkKind, *, email: str, user_id: str | None, now: int,
-          payload_sealed: str | None = None) -> str:
-    """A new link token of `kind` for `email`, stored by digest; the token, to put in the link."""
+          payload: bytes | None = None, master_keys: MasterKeys | None = None) -> str:
+    """A new link token of `kind` for `email`, stored by digest, with `payload` sealed under the
+    master keys when given; the token, to put in the link."""
     spec = KINDS[kind]
     token = opaque.new_secret(spec.prefix)
-    repo.insert_link(conn, LinkToken(token_hash=opaque.digest(token), kind=kind.value, user_id=user_id, email=email,
-                                     payload_sealed=payload_sealed, created_at=now, expires_at=now + spec.lifetime,
+    token_hash = opaque.digest(token)
+    sealed = master_keys.seal(payload, payload_purpose(token_hash)) if payload is not None and master_keys else None
+    repo.insert_link(conn, LinkToken(token_hash=token_hash, kind=kind.value, user_id=user_id, email=email,
+                                     payload_sealed=sealed, created_at=now, expires_at=now + spec.lifetime,
                                      used_at=None))
     return token
+
+
+def payload_purpose(token_hash: str) -> str:
+    """A link's sealed payload (a pending sign-up's name and password hash) opens only for its link."""
+    return f"link payload {token_hash}"
+
+
+def payload_of(found: LinkToken, master_keys: MasterKeys) -> bytes | None:
+    """The link's payload, opened (MasterKeyError when no configured key opens it)."""
+    if found.payload_sealed is None:
+        return None
+    return master_keys.open(found.payload_sealed, payload_purpose(found.token_hash))
 
 
 def link(auth_url: str, kind: LinkKind, token: str) -> str:

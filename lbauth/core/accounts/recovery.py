@@ -151,9 +151,8 @@ class Recovery:
             app_name = _app_name(conn, params.get("returnTo"))
             if users_repo.by_email(conn, request.recipient) is not None:
                 return None, app_name
-            sealed = keys.seal(payload, _signup_purpose(request.recipient))
             return links.issue(conn, LinkKind.SIGNUP, email=request.recipient, user_id=None, now=now,
-                               payload_sealed=sealed), app_name
+                               payload=payload, master_keys=keys), app_name
         token, app_name = await self.db.transaction(work)
         if token is None:
             return letter(site=self.site, app_name=app_name, subject=f"Someone tried to sign up at {self.site}",
@@ -244,12 +243,13 @@ class Recovery:
 
         def work(conn: Connection) -> tuple[User, str | None]:
             found = links.take(conn, LinkKind.SIGNUP, token, now)
-            if found is None or found.payload_sealed is None:
-                raise errors.LinkInvalid()
             try:
-                payload = json.loads(keys.open(found.payload_sealed, _signup_purpose(found.email)))
+                sealed = links.payload_of(found, keys) if found is not None else None
             except MasterKeyError:
-                raise errors.LinkInvalid() from None
+                sealed = None
+            if found is None or sealed is None:
+                raise errors.LinkInvalid()
+            payload = json.loads(sealed)
             user = User(id=opaque.new_id("usr_"), email=found.email, name=payload["name"], avatar="", bio="",
                         interest_tags=[], password_hash=payload["passwordHash"], created_at=now, disabled_at=None,
                         deleted_at=None, email_verified=True)
@@ -273,7 +273,7 @@ class Recovery:
             if (found is None or user is None or not user.active
                     or not users_repo.set_email_verified(conn, user.id, found.email)):
                 raise errors.LinkInvalid()
-            announce_user_changed(conn, found.user_id, now)
+            announce_user_changed(conn, user.id, now)
             changes_repo.notify(conn)
             return found.email
         email = await self.db.transaction(work)
@@ -344,11 +344,6 @@ class Recovery:
     async def forget_expired_links(self) -> int:
         now = int(self.clock.now())
         return await self.db.transaction(lambda conn: links.delete_expired(conn, now), single_statement=True)
-
-
-def _signup_purpose(email: str) -> str:
-    """A pending sign-up's sealed name and password hash open only for the address they were sent to."""
-    return f"sign-up of {email}"
 
 
 def _app_name(conn: Connection, return_to: object) -> str | None:

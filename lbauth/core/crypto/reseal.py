@@ -7,6 +7,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lbauth.core.accounts.links import payload_purpose
 from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.keys import signing_key_purpose
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys, require_keys
@@ -16,6 +17,7 @@ from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import keys as keys_repo
+from lbauth.storage.repo import links as links_repo
 from lbauth.storage.repo import mail as mail_repo
 
 
@@ -33,6 +35,7 @@ SEALED = (
     SealedKind(keys_repo.private_keys, keys_repo.reseal_private_key, signing_key_purpose),
     SealedKind(mail_repo.sealed_params, mail_repo.reseal_params, params_purpose),
     SealedKind(mail_repo.sealed_letters, mail_repo.reseal_letter, letter_purpose),
+    SealedKind(links_repo.sealed_payloads, links_repo.reseal_payload, payload_purpose),
 )
 
 

@@ -40,3 +40,14 @@ def void_unused(conn: Connection, user_id: str, kind: str, now: int) -> int:
 
 def delete_expired(conn: Connection, before: int) -> int:
     return conn.execute(delete(link_tokens).where(link_tokens.c.expires_at < before)).rowcount
+
+
+def sealed_payloads(conn: Connection) -> list[tuple[str, str]]:
+    """(token digest, sealed payload) of every link that has one: master key rotation."""
+    query = (select(link_tokens.c.token_hash, link_tokens.c.payload_sealed)
+             .where(link_tokens.c.payload_sealed.is_not(None)))
+    return [(token_hash, sealed) for token_hash, sealed in conn.execute(query)]
+
+
+def reseal_payload(conn: Connection, token_hash: str, sealed: str) -> None:
+    conn.execute(update(link_tokens).where(link_tokens.c.token_hash == token_hash).values(payload_sealed=sealed))
