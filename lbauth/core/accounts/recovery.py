@@ -97,9 +97,7 @@ class Recovery:
         name = checked_name(name)
         if not isinstance(password, str):
             raise errors.ValidationFailed("password must be a string", field="password")
-        weakness = passwords.weakness(password, address, name)
-        if weakness is not None:
-            raise errors.PasswordWeak(weakness)
+        await passwords.refuse_weak(password, address, name)
         password_hash = await passwords.hash_password(password, self.settings.argon2)
         await self._queue(SIGNUP, address, {"name": name, "passwordHash": password_hash,
                                             "returnTo": return_address(return_to)})
@@ -322,9 +320,7 @@ class Recovery:
             raise errors.ResetInvalid()
         if not isinstance(new_password, str):
             raise errors.ValidationFailed("newPassword must be a string", field="newPassword")
-        weakness = passwords.weakness(new_password, user.email, user.name)
-        if weakness is not None:
-            raise errors.PasswordWeak(weakness)
+        await passwords.refuse_weak(new_password, user.email, user.name)
         await self.second_step.demand(user, answer)
         password_hash = await passwords.hash_password(new_password, self.settings.argon2)
         keys = self.master_keys()
