@@ -31,7 +31,7 @@ from lbauth.services import Services
 from tests.conftest import START_TIME, make_settings
 
 REDIRECT_URI = "https://app.example/callback"
-PASSWORD = "x" * 12
+PASSWORD = "plover kettle 12"
 
 
 @pytest.fixture

@@ -113,7 +113,7 @@ class Party:
 
 
 async def party(services: Services, email: str) -> Party:
-    user = await users.create_user(services.db, services.clock, email=email, name="U", password="x" * 12)
+    user = await users.create_user(services.db, services.clock, email=email, name="U", password="plover kettle 12")
     app = await services.apps.create(name="App", owner_email=email, redirect_uris=[REDIRECT_URI])
     return Party(services, user.id, app)
 

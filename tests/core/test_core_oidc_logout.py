@@ -27,7 +27,7 @@ def backend() -> str:
 @pytest.fixture
 async def client_id(services: Services) -> str:
     """An app that registered BACK as its post-logout redirect URI."""
-    await users.create_user(services.db, services.clock, email="owner@example.com", name="O", password="x" * 12)
+    await users.create_user(services.db, services.clock, email="owner@example.com", name="O", password="plover kettle")
     app = await services.apps.create(name="RP", owner_email="owner@example.com", redirect_uris=["https://rp.example/cb"],
                                      post_logout_redirect_uris=[BACK])
     return app["clientId"]
