@@ -7,7 +7,7 @@ import secrets
 from urllib.parse import urlencode
 
 from lbauth.clock import Clock
-from lbauth.core.accounts import users
+from lbauth.core.accounts import passwords, users
 from lbauth.core.clients import apps
 from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.settings import Settings
@@ -32,6 +32,8 @@ async def ensure_demo(db: Database, clock: Clock, master_keys: MasterKeys, setti
     user = await db.read(users_repo.by_email, DEMO_EMAIL)
     if user is None:
         password = secrets.token_urlsafe(12)
+        while passwords.weakness(password, DEMO_EMAIL, "Demo User"):  # "demo" or "user" by chance
+            password = secrets.token_urlsafe(12)
         await users.create_user(db, clock, email=DEMO_EMAIL, name="Demo User", password=password,
                                 bio="A user made by `make run`.", interest_tags=["demo"], email_verified=True,
                                 cost=settings.argon2)

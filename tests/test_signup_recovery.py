@@ -17,7 +17,7 @@ import pytest
 
 from tests.account_helpers import PROPAGATION_SECONDS
 from tests.conftest import TestServer, running_server
-from tests.flow_helpers import PageSession
+from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
 from tests.mailbox import Mailbox, link_in
 from tests.support import wait_until
 
@@ -206,6 +206,33 @@ async def test_a_reset_sets_the_password_ends_every_session_and_sends_a_notice(m
     assert "was reset" in notice["Subject"] and "lba_" not in notice.get_body(("plain",)).get_content()
 
 
+async def test_a_reset_keeps_the_apps_the_user_authorized(mail_server, mailbox):
+    """The user's grants stay: an app's refresh token still works after the reset."""
+    srv = mail_server
+    s = await full_setup(srv)
+    tokens = await tokens_for(srv, s)
+    token = token_of(await reset_link(srv, mailbox, s.user["email"]))
+    assert (await reset(srv, token)).status == 200
+    refreshed = await refresh(srv, tokens["refreshToken"], s.client_id, s.client_secret)
+    assert refreshed.status == 200, refreshed.body
+    signed_in = await srv.login(s.user["email"], NEW_PASSWORD)
+    listed = await srv.client.get("/api/auth/authorizations", bearer=signed_in)
+    assert [item["clientId"] for item in listed.data["items"]] == [s.client_id]
+
+
+async def test_the_forms_need_their_xsrf_token(mail_server, mailbox):
+    srv = mail_server
+    for path, fields in (("/signup", {"name": "Ada", "email": new_address(), "password": PASSWORD,
+                                      "confirm_password": PASSWORD}),
+                         ("/password/forgot", {"email": new_address()}),
+                         ("/password/reset", {"token": "lba_pr_x", "new_password": PASSWORD,
+                                              "confirm_password": PASSWORD})):
+        r = await srv.client.post(path, form=fields)
+        assert r.status == 403, (path, r.status)
+    await delivered(srv)
+    assert mailbox.messages == []
+
+
 async def test_a_reset_link_works_once(mail_server, mailbox):
     srv = mail_server
     user = await srv.create_user()
@@ -299,6 +326,20 @@ async def test_email_verification_sets_email_verified(mail_server, mailbox):
     again = await srv.client.post("/api/account/email/verify", bearer=token)
     assert (again.status, again.data) == (200, {"status": "verified"})
     assert (await srv.client.get(link)).status == 400
+
+
+async def test_a_verification_on_one_process_is_seen_on_another_within_5_seconds(tmp_path, database_url, mailbox):
+    async with running_server(tmp_path, database_url, smtp_url=mailbox.url) as a, \
+            running_server(tmp_path, database_url, smtp_url=mailbox.url) as b:  # one deployment: one master key
+        user = await a.create_user(password=PASSWORD)
+        token = await b.login(user["email"], PASSWORD)
+        assert (await b.client.get("/api/account/profile", bearer=token)).data["emailVerified"] is False  # cached
+        await a.client.post("/api/account/email/verify", bearer=token)
+        assert (await a.client.get(link_in(await mailbox.next(to=user["email"]), "lba_ev_"))).status == 200
+
+        async def verified_on_b() -> bool:
+            return (await b.client.get("/api/account/profile", bearer=token)).data["emailVerified"] is True
+        await wait_until(verified_on_b, PROPAGATION_SECONDS, "email_verified on process B")
 
 
 async def test_an_email_change_takes_effect_when_the_new_address_confirms(mail_server, mailbox):
