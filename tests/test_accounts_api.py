@@ -304,7 +304,7 @@ async def test_profile_shows_the_account(server):
     assert r.status == 200, r.text
     assert r.data == {"userId": user["userId"], "email": user["email"], "name": "Ada Lovelace",
                       "avatar": "https://img.example/ada.png", "bio": "engines", "interestTags": ["math", "poetry"],
-                      "createdAt": iso(START_TIME)}
+                      "createdAt": iso(START_TIME), "emailVerified": False}
 
 
 async def test_a_profile_edit_is_seen_at_once_by_me_and_user_info(server):

@@ -23,7 +23,7 @@ SCHEDULE = (10, 20, 30)
 
 @pytest.fixture
 async def srv(tmp_path, database_url):
-    server = await start_server(tmp_path, database_url, env="development", webhook_timeout=1,
+    server = await start_server(tmp_path, database_url, env="development", webhook_timeout=2,
                                 webhook_retry_schedule=",".join(map(str, SCHEDULE)))
     yield server
     server.client.close()
@@ -145,7 +145,7 @@ async def test_retry_after_means_not_sooner_than(srv, receiver):
 
 
 async def test_timeout_is_retried(srv, receiver):
-    receiver.answer(Answer(200, delay=3))  # longer than the 1 s attempt timeout
+    receiver.answer(Answer(200, delay=5))  # longer than the 2 s attempt timeout
     _, _, event_id = await revoke(srv, receiver)
     await deliver(srv)
     pending = await event(srv, event_id)

@@ -52,6 +52,8 @@ EXPECTED = {
     errors.SessionNotFound: (404, "auth.session.not_found", "invalid_request", True),
     errors.PasswordWeak: (400, "account.password.weak", "invalid_request", True),
     errors.UserNotFound: (404, "user.not_found", "invalid_request", True),
+    errors.ResetInvalid: (400, "auth.reset.invalid", "invalid_request", True),
+    errors.LinkInvalid: (400, "auth.link.invalid", "invalid_request", True),
 }
 
 
