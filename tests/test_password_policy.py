@@ -71,27 +71,24 @@ def env_of(tmp_path, database_url) -> dict[str, str]:
     return {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(tmp_path / "data")}
 
 
-@pytest.mark.parametrize(("password", "reason"), [
-    *((breached, "exposed in data breaches") for breached in BREACHED),
-    ("my grace.hopper pw", "contains your email address"),
-    ("The Grace Hopper Academy", "contains your email address"),  # "grace" is in the email too
-    ("i sail with the admiral", "contains your name"),
-    ("k7#pQ2vX9", "at least 10 characters"),
-    ("k" * 257, "at most 256 characters")])
-def test_users_create_refuses_a_weak_password_on_one_line(cli, password, reason):
-    refused = cli("users", "create", "--email", "grace.hopper@example.com", "--name", "Admiral Grace",
-                  "--password", password, ok=False)
-    assert refused.returncode == 1 and refused.stdout == "", refused
-    assert refused.stderr.count("\n") == 1 and reason in refused.stderr, refused.stderr
-    assert password not in refused.stderr
+def test_users_create_refuses_a_weak_password_on_one_line(cli):
+    """The rules themselves are checked through the API above; here, what the command does with a
+    refusal (each call is a process of its own: a few cover it)."""
+    for password, reason in ((BREACHED[0], "exposed in data breaches"),
+                             ("i sail with the admiral", "contains your name"),
+                             ("k" * 257, "at most 256 characters")):
+        refused = cli("users", "create", "--email", "grace.hopper@example.com", "--name", "Admiral Grace",
+                      "--password", password, ok=False)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert refused.stderr.count("\n") == 1 and reason in refused.stderr, refused.stderr
+        assert password not in refused.stderr
     assert cli.json("users", "list") == []
 
 
 def test_users_create_reads_the_password_from_standard_input_and_holds_it_to_the_policy(tmp_path, database_url):
     env = env_of(tmp_path, database_url)
     args = ("users", "create", "--email", "grace@example.com", "--name", "Grace", "--json")
-    for weak, reason in (("qwertyuiop\n", "exposed in data breaches"), ("amazing grace\n", "contains your email"),
-                         ("short\n", "at least 10 characters")):
+    for weak, reason in (("qwertyuiop\n", "exposed in data breaches"),):
         refused = run_cli(*args, env=env, input=weak)
         assert refused.returncode == 1 and reason in refused.stderr and refused.stderr.count("\n") == 1, refused
     password = secrets.token_urlsafe(8)[:10]
