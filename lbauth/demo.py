@@ -49,6 +49,10 @@ async def ensure_demo(db: Database, clock: Clock, master_keys: MasterKeys, setti
         result["clientId"] = app.client_id
     result["redirectUri"] = DEMO_REDIRECT_URI
     result["authorizeUrl"] = authorize_url(settings, result["clientId"])
+    if settings.signup_open:
+        result["signupUrl"] = f"{settings.auth_url}/signup"
+        if not settings.smtp_url:  # development without SMTP: .eml files, and the links in the log
+            result["mailDir"] = str(settings.data_dir / "mail")
     return result
 
 
@@ -69,5 +73,10 @@ def describe(result: dict) -> str:
                      f"{result['clientId']}")
     lines.append(f"redirect URI   {result['redirectUri']}")
     lines.append(f"open           {result['authorizeUrl']}")
+    if "signupUrl" in result:
+        lines.append(f"sign up        {result['signupUrl']}")
+        if "mailDir" in result:
+            lines.append("               no SMTP server: each message's link is printed in the server's log below, "
+                         f"and the message saved under {result['mailDir']}")
     lines.append("")
     return "\n".join(lines)
