@@ -46,7 +46,8 @@ WEBHOOK_FLUSH_MS = 250
 MAIL_FLUSH_MS = 200
 CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
-SWEEP_SECONDS = 600  # expired metadata-document clients no user approved, and expired mail links, are removed
+SWEEP_SECONDS = 600  # removed this often: expired metadata-document clients no user approved, expired mail
+# links, and mail settled over 30 days ago
 BODY_TIMEOUT_SECONDS = 30  # a request's body must have arrived this long after its headers
 
 
@@ -225,6 +226,7 @@ async def start(settings: Settings, *, clock: Clock | None = None,
                                              SWEEP_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.recovery.forget_expired_links),
                                              SWEEP_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(services.forget_old_mail), SWEEP_SECONDS * 1000))
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:

@@ -15,6 +15,7 @@ from lbauth.core.accounts.recovery import Recovery
 from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
+from lbauth.core.mail import outbox
 from lbauth.core.mail.outbox import Composer
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
 from lbauth.core.oauth.server import GRANT_TYPES, AuthorizationServer
@@ -67,6 +68,9 @@ class Services:
         self.operations = Operations(self.db, self.clock)
         self.metrics = Metrics()
         self.mail_composers: dict[str, Composer] = dict(self.recovery.composers())  # by kind
+
+    async def forget_old_mail(self) -> int:
+        return await outbox.forget_old(self.db, self.clock)
 
     @property
     def app_policy(self) -> AppPolicy:

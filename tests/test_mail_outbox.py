@@ -288,3 +288,24 @@ async def test_a_message_queued_before_a_sigkill_is_sent_once_after_the_restart(
     finally:
         first.stop()
         await db.close()
+
+
+async def test_settled_mail_is_deleted_after_30_days_and_pending_mail_never(tmp_path, database_url, mailbox):
+    """A message's address and words are kept as long as an operator may need them, no longer."""
+    async with running_server(tmp_path, database_url, smtp_url=mailbox.url) as srv:
+        sent = (await srv.services.db.transaction(
+            lambda conn: outbox.queue(conn, srv.services.master_keys, kind="test", recipient="old@example.com",
+                                      params={}, now=int(srv.clock.now()))))
+        await srv.running.mailer.flush()
+        await mailbox.next(to="old@example.com")
+        await mailbox.stop()  # the next one stays pending
+        pending = await srv.services.db.transaction(
+            lambda conn: outbox.queue(conn, srv.services.master_keys, kind="test", recipient="late@example.com",
+                                      params={}, now=int(srv.clock.now())))
+        await srv.running.mailer.flush()
+        srv.clock.advance(30 * 86400 - 60)
+        assert await srv.services.forget_old_mail() == 0
+        srv.clock.advance(120)
+        assert await srv.services.forget_old_mail() == 1
+        assert await srv.db.read(repo.by_id, sent) is None
+        assert (await srv.db.read(repo.by_id, pending)).status == "pending"

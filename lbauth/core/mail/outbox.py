@@ -223,3 +223,13 @@ async def redeliver(db: Database, clock: Clock, message_id: str) -> dict[str, An
 async def pending_count(db: Database) -> int:
     """Messages waiting to be sent, for /metrics."""
     return await db.read(repo.pending_count)
+
+
+RETENTION_DAYS = 30
+
+
+async def forget_old(db: Database, clock: Clock, days: int = RETENTION_DAYS) -> int:
+    """Delete what is settled (sent, dropped, failed) and older than `days`: a message's addresses
+    and words are kept no longer than an operator may need them (`lbauth mail list`)."""
+    before = int(clock.now()) - days * 86400
+    return await db.transaction(lambda conn: repo.delete_settled_before(conn, before), single_statement=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, Select, func, or_, select, update
+from sqlalchemy import Connection, Select, delete, func, or_, select, update
 from sqlalchemy import insert as sql_insert
 
 from lbauth.storage.models import mail_messages
@@ -107,3 +107,9 @@ def sealed_letters(conn: Connection) -> list[tuple[str, str]]:
 
 def reseal_letter(conn: Connection, message_id: str, sealed: str) -> None:
     conn.execute(update(mail_messages).where(mail_messages.c.id == message_id).values(letter_sealed=sealed))
+
+
+def delete_settled_before(conn: Connection, before: int) -> int:
+    """Messages sent, dropped or failed that were queued before `before`: none is needed any more."""
+    return conn.execute(delete(mail_messages).where(mail_messages.c.status != "pending",
+                                                    mail_messages.c.created_at < before)).rowcount
