@@ -38,7 +38,7 @@ run: $(VENV)/.installed-run
 ##       without it unless CI=true). The Node tests need node and tests/package.json's packages
 ##       (installed here with npm; skipped without node unless CI=true).
 test: $(VENV)/.installed-test chromium node-packages
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 $(PYTEST_ARGS)
 
 # Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
 # install it, once more after `apt-get update` if that fails (like ensure_wrk in
