@@ -362,6 +362,17 @@ async def browser() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
+async def mailbox() -> AsyncIterator[Any]:
+    """A real SMTP server on a loopback port (tests/mailbox.py), stopped at the end of the test."""
+    from tests.mailbox import Mailbox
+    box = await Mailbox.start()
+    try:
+        yield box
+    finally:
+        await box.stop()
+
+
+@pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     """A webhook receiver on a loopback port (tests/receiver.py), stopped after the test."""
     r = Receiver()

@@ -35,15 +35,6 @@ PASSWORD = "tulips along the old canal 7"
 
 
 @pytest.fixture
-async def mailbox() -> AsyncIterator[Mailbox]:
-    box = await Mailbox.start()
-    try:
-        yield box
-    finally:
-        await box.stop()
-
-
-@pytest.fixture
 async def mail_server(tmp_path: Path, database_url: str, mailbox: Mailbox) -> AsyncIterator[TestServer]:
     async with running_server(tmp_path, database_url, env="development", smtp_url=mailbox.url) as srv:
         yield srv

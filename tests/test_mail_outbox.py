@@ -23,13 +23,6 @@ from tests.support import wait_until
 SCHEDULE = "10,20"
 
 
-@pytest.fixture
-async def mailbox():
-    box = await Mailbox.start(port=0)
-    yield box
-    await box.stop()
-
-
 def smtp_server(tmp_path, database_url, url: str, **overrides):
     """A production server sending through the SMTP server at `url`."""
     environ = {"LBAUTH_SMTP_URL": url, **overrides.pop("environ", {})}

@@ -26,15 +26,6 @@ NEW_PASSWORD = "seven silver spoons in a drawer"
 
 
 @pytest.fixture
-async def mailbox() -> AsyncIterator[Mailbox]:
-    box = await Mailbox.start()
-    try:
-        yield box
-    finally:
-        await box.stop()
-
-
-@pytest.fixture
 async def mail_server(tmp_path: Path, database_url: str, mailbox: Mailbox) -> AsyncIterator[TestServer]:
     """lbauth in production with an SMTP server and sign-up open."""
     async with running_server(tmp_path, database_url, smtp_url=mailbox.url, signup="open",
