@@ -95,5 +95,5 @@ def test_users_create_reads_the_password_from_standard_input_and_holds_it_to_the
     created = run_cli(*args, env=env, input=password + "\n")
     assert created.returncode == 0, created.stderr
     assert password not in created.stdout + created.stderr
-    token = run_cli("users", "token", "--email", "grace@example.com", "--password", password, "--json", env=env)
+    token = run_cli("users", "token", "--email", "grace@example.com", f"--password={password}", "--json", env=env)
     assert token.returncode == 0 and json.loads(token.stdout)["token"].startswith("lba_ut_"), token.stderr

@@ -198,6 +198,22 @@ async def test_a_burst_on_a_cold_pool_with_slow_connects_waits_instead_of_503(da
         await relay.close()
 
 
+@pytest.mark.parametrize("backend", ["postgresql"])
+async def test_a_process_that_never_reached_its_database_waits_for_a_slow_first_connect(database_url: str) -> None:
+    """A server starting on a loaded host: every connect takes 0.8 s, longer than the outage
+    timeout, before the process has ever reached PostgreSQL. It waits (up to 5 s) instead of
+    refusing to start; once reached, a slow connect is an outage check again."""
+    relay = SlowConnects(database_url, delay=0.8)
+    relay.slow = True
+    db = open_database(await relay.start())
+    try:
+        assert await db.read(names) == []
+        assert db.up
+    finally:
+        await db.close()
+        await relay.close()
+
+
 @pytest.mark.parametrize("backend", ["sqlite"])
 async def test_a_sqlite_write_waits_for_another_writer(database_url: str) -> None:
     """Another process holding the write lock: the unit yields to the loop and tries again."""

@@ -40,6 +40,9 @@ QUEUE_WAIT_SECONDS = 5.0
 # A new connection that takes longer means an unreachable database: a request that meets an
 # outage is answered 503 within about this long (the contract allows 1 s).
 CONNECT_TIMEOUT_SECONDS = 0.5
+# Until a process has reached its database once, a slow connect is a host busy starting up (a
+# deploy, a loaded CI machine), not an outage: it waits this long for its first connection.
+FIRST_CONNECT_SECONDS = QUEUE_WAIT_SECONDS
 PROBE_SECONDS = 0.5  # while the database is down, how often the probe tries to reconnect
 # Units of work in flight and none finished for this long: is PostgreSQL still there? With a check
 # of at most CONNECT_TIMEOUT_SECONDS and the watchdog's tick, a unit that meets a partition ends
@@ -139,7 +142,11 @@ class PostgresDatabase:
         # Units of work send BEGIN and COMMIT themselves (UnitConnection): the driver is in autocommit.
         self.engine = create_async_engine(
             url, pool_size=pool_size, max_overflow=0, pool_timeout=QUEUE_WAIT_SECONDS, pool_reset_on_return=None,
-            isolation_level="AUTOCOMMIT", connect_args={"timeout": CONNECT_TIMEOUT_SECONDS, "command_timeout": 30})
+            isolation_level="AUTOCOMMIT", connect_args={"command_timeout": 30})
+
+        @event.listens_for(self.engine.sync_engine, "do_connect")
+        def patience(dialect: Any, record: Any, cargs: Any, cparams: dict) -> None:
+            cparams["timeout"] = self._connect_timeout()
 
         @event.listens_for(self.engine.sync_engine, "connect")
         def connected(dbapi_connection: Any, record: Any) -> None:
@@ -277,11 +284,11 @@ class PostgresDatabase:
             self._quiet_since = time.monotonic()  # alive: the next check only after another quiet spell
 
     async def _answers(self) -> None:
-        """`SELECT 1` on a fresh connection outside the pool, within CONNECT_TIMEOUT_SECONDS; raises
+        """`SELECT 1` on a fresh connection outside the pool, within `_connect_timeout()`; raises
         if PostgreSQL does not answer. An answer that is an error (too many connections) counts."""
         conn = None
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            async with asyncio.timeout(self._connect_timeout()):
                 conn = await asyncpg.connect(asyncpg_dsn(self.url))
                 await conn.fetchval("SELECT 1")
         except asyncpg.PostgresError:
@@ -292,6 +299,10 @@ class PostgresDatabase:
             raise
         if conn is not None:
             await close_quietly(conn)
+
+    def _connect_timeout(self) -> float:
+        """How long a new connection may take before the database counts as unreachable."""
+        return CONNECT_TIMEOUT_SECONDS if self._reached else FIRST_CONNECT_SECONDS
 
     def _went_down(self, exc: BaseException) -> None:
         """A connection failed: answer 503 at once to every request that needs the database, those
