@@ -24,7 +24,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -46,6 +45,7 @@ from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
 from lbauth.storage.models import Base
 from tests.client import ERROR_BODIES, Client
+from tests.forked import ZYGOTE
 from tests.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -412,12 +412,12 @@ async def services(tmp_path: Path, database_url: str) -> AsyncIterator[Services]
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
             input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """The real `lbauth` command in a child process (`python -m lbauth`)."""
+    """The real `lbauth` command in a child process, forked from one that has imported lbauth
+    already (tests/forked.py): the process's own argv, environment, stdio and exit status."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
     full_env["LBAUTH_ARGON2"] = TEST_ARGON2
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "lbauth", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, input=input, cwd=ROOT)
+    return ZYGOTE.run(list(args), env=full_env, timeout=timeout, input=input)
 
 
 @pytest.fixture
@@ -490,3 +490,4 @@ def no_secret_in_any_log_line_or_error_body():
               if _CLEAR_CREDENTIAL.search(body.decode("utf-8", "replace"))
               or any(p.encode() in body for p in _TEST_PASSWORDS)]
     assert not leaks, f"{len(leaks)} log lines or error bodies hold a secret, first: {leaks[0][:300]}"
+

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from tornado.httpclient import HTTPClientError
+
 from tests.client import Client
 from tests.conftest import ROOT, TEST_ARGON2
 
@@ -46,7 +48,7 @@ class ServerProcess:
             try:
                 if (await self.client.get("/healthz", timeout=2)).status == 200:
                     return self
-            except OSError:
+            except (OSError, HTTPClientError):  # not listening yet, or too busy starting to answer in 2 s
                 pass
             await asyncio.sleep(0.1)
         raise AssertionError("server did not become healthy")

@@ -18,6 +18,7 @@ from lbauth.clock import SystemClock
 from lbauth.core.crypto import reseal
 from tests.conftest import ROOT, start_server
 from tests.flow_helpers import PageSession, full_setup, refresh, tokens_for
+from tests.forked import ZYGOTE
 from tests.processes import ServerProcess
 from tests.receiver import Receiver
 from tests.support import unverified_claims, wait_until
@@ -27,8 +28,7 @@ pytestmark = pytest.mark.slow
 
 def tool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")} | env
-    return subprocess.run([sys.executable, str(ROOT / "tools" / name), *args], capture_output=True, text=True,
-                          env=full, cwd=ROOT, timeout=60)
+    return ZYGOTE.run(list(args), env=full, script=str(ROOT / "tools" / name))
 
 
 async def atool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -55,8 +55,8 @@ def lock_for_change(conn: Connection, user_id: str) -> None:
 
 
 def listed(conn: Connection) -> list[User]:
-    """Every account not deleted, oldest first (the operators' `lbauth users list`)."""
-    query = _ALL.where(users.c.deleted_at.is_(None)).order_by(users.c.created_at, users.c.id)
+    """Every account not deleted, oldest first, then by email (the operators' `lbauth users list`)."""
+    query = _ALL.where(users.c.deleted_at.is_(None)).order_by(users.c.created_at, users.c.email)
     return [User(*row) for row in conn.execute(query)]
 
 
