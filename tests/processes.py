@@ -41,13 +41,21 @@ class ServerProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "lbauth", "serve"], cwd=ROOT, env=self.env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
+        try:
+            await self._healthy(time.monotonic() + timeout)
+        except BaseException:
+            self.kill()  # a server that never became healthy outlives no test
+            raise
+        return self
+
+    async def _healthy(self, deadline: float) -> None:
+        assert self.proc is not None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
                 if (await self.client.get("/healthz", timeout=2)).status == 200:
-                    return self
+                    return
             except (OSError, HTTPClientError):  # not listening yet, or too busy starting to answer in 2 s
                 pass
             await asyncio.sleep(0.1)
