@@ -26,6 +26,7 @@ class User:
     disabled_at: int | None
     deleted_at: int | None
     email_verified: bool
+    mfa: bool = False  # has a second factor (contract 19)
 
     @property
     def active(self) -> bool:
@@ -46,6 +47,7 @@ class Session:
     user_agent: str
     ip_address: str
     authenticated_at: int  # the last sign-in (OpenID auth_time)
+    amr: str = "pwd"  # what it proved: RFC 8176 values, space-separated
 
 
 # RFC 7591 2 `token_endpoint_auth_method` of a public client (contract 17): no secret.
