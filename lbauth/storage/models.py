@@ -187,6 +187,7 @@ class AuthorizationCode(Base):
     auth_time: Mapped[int | None] = mapped_column(Time)
     session_id: Mapped[str | None] = mapped_column(Id)
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
+    amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its session's sign-in
 
 
 class RefreshToken(Base):
@@ -203,10 +204,11 @@ class RefreshToken(Base):
     created_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time, index=True)
     revoked_at: Mapped[int | None] = mapped_column(Time)
-    auth_time: Mapped[int | None] = mapped_column(Time)  # an OpenID grant's: its refreshed ID tokens keep it
+    auth_time: Mapped[int | None] = mapped_column(Time)  # its code's sign-in: its tokens keep it (NULL before 0009)
     session_id: Mapped[str | None] = mapped_column(Id)
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
     rotated_at: Mapped[int | None] = mapped_column(Time)
+    amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its code's
 
 
 class SigningKey(Base):

@@ -247,6 +247,15 @@ class Code:
     auth_time: int | None
     session_id: str | None
     resources: list[str]
+    amr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    """What the user's sign-in behind a code proved (RFC 8176 `amr` values, space-separated) and
+    when (`auth_time`): its tokens carry both (contract 19)."""
+    auth_time: int
+    amr: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +263,6 @@ class OpenIdDetails:
     """What an OpenID request's code remembers for its ID token (contract 15)."""
     id_token_alg: str
     nonce: str | None
-    auth_time: int
     session_id: str | None
 
 
@@ -272,6 +280,7 @@ class ClaimedCode:
     auth_time: int | None
     session_id: str | None
     resources: list[str]  # RFC 8707: what its tokens may name (contract 17)
+    amr: str
 
 
 class CodeRule(Enum):
@@ -313,6 +322,7 @@ class RefreshToken:
     session_id: str | None
     resources: list[str]
     rotated_at: int | None
+    amr: str
 
 
 @dataclass(frozen=True, slots=True)
