@@ -122,7 +122,8 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "subject_types_supported": ["pairwise"],
         "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],  # RS256 first (contract 15)
         "claims_supported": ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "amr",
-                             "name", "picture", "email", "email_verified"],
+                             "acr", "name", "picture", "email", "email_verified"],
+        "acr_values_supported": ["phr", "urn:lbauth:acr:mfa", "urn:lbauth:acr:pwd"],
         "claims_parameter_supported": False,
         "request_parameter_supported": False,
         "request_uri_parameter_supported": False,

@@ -745,3 +745,20 @@ async def test_access_token_verification_reads_no_database(server):
     before = server.db.statements
     (await me(server, tokens["accessToken"])).assert_error(401, "oauth2.token.expired")
     assert server.db.statements == before
+
+
+async def test_access_tokens_say_when_and_how_the_user_signed_in_and_a_refresh_keeps_it(server):
+    """RFC 9068 2.2.1: `auth_time`, `acr` and `amr` in every access token (not only OpenID ones);
+    a refresh an hour later keeps the first sign-in's, not the refresh's time."""
+    signed_in_at = int(server.clock.now())
+    setup = await full_setup(server)
+    server.clock.advance(30)
+    tokens = await tokens_for(server, setup)
+    first = unverified_claims(tokens["accessToken"])
+    assert (first["auth_time"], first["amr"], first["acr"]) == (signed_in_at, ["pwd"], "urn:lbauth:acr:pwd")
+    server.clock.advance(3600)
+    r = await refresh(server, tokens["refreshToken"], setup.client_id, setup.client_secret)
+    assert r.status == 200, r.text
+    again = unverified_claims(r.data["accessToken"])
+    assert again["iat"] == signed_in_at + 3630
+    assert (again["auth_time"], again["amr"], again["acr"]) == (signed_in_at, ["pwd"], "urn:lbauth:acr:pwd")

@@ -104,11 +104,11 @@ async def test_every_claim_of_the_page_flows_id_token(tmp_path: Path, database_u
         assert claims["auth_time"] == now  # signed in on the page, just now (frozen clock)
         assert claims["nonce"] == "n-0S6_WzA2Mj"
         assert claims["at_hash"] == at_hash(tokens["access_token"])
-        assert claims["amr"] == ["pwd"]
+        assert claims["amr"] == ["pwd"] and claims["acr"] == "urn:lbauth:acr:pwd"
         sessions = (await server.client.get("/api/account/sessions", bearer=setup.token)).data["items"]
         browser_session = next(s for s in sessions if s["sessionId"] == claims["sid"])
         assert browser_session["kind"] == "browser" and browser_session["current"] is False
-        assert set(claims) == {"iss", "sub", "aud", "iat", "exp", "auth_time", "nonce", "at_hash", "sid", "amr"}
+        assert set(claims) == {"iss", "sub", "aud", "iat", "exp", "auth_time", "nonce", "at_hash", "sid", "amr", "acr"}
 
         # Pairwise: the same user at another app has another sub.
         other = Setup(user=setup.user, token=setup.token,

@@ -7,7 +7,7 @@ import json
 from urllib.parse import urlsplit
 
 from lbauth import verify
-from lbauth.core import scopes
+from lbauth.core import acr, scopes
 from lbauth.core.oauth.server import AuthorizationServer
 from lbauth.core.oidc import claims
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
@@ -48,6 +48,7 @@ def metadata(settings: Settings, server: AuthorizationServer) -> dict:
         "subject_types_supported": ["pairwise"],  # sub is the appScopedUserId (contract 15)
         "id_token_signing_alg_values_supported": list(ID_TOKEN_ALGS),
         "claims_supported": claims.SUPPORTED,
+        "acr_values_supported": list(acr.SUPPORTED),  # strongest first
         "claims_parameter_supported": False,
         # RFC 9101 10.5: no request objects, by value or by reference
         "request_parameter_supported": False,

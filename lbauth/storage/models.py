@@ -58,6 +58,8 @@ class User(Base):
     disabled_at: Mapped[int | None] = mapped_column(Time)  # by an operator (contract 16)
     deleted_at: Mapped[int | None] = mapped_column(Time)  # erased: the row keeps only its id and times
     email_verified: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # Has a second factor (contract 19): only then does a sign-in read the factors.
+    mfa: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 class Session(Base):
@@ -77,6 +79,8 @@ class Session(Base):
     # The user's last sign-in in this session (OpenID auth_time): a new sign-in asked for by
     # prompt=login or max_age moves it.
     authenticated_at: Mapped[int] = mapped_column(Time, default=0, server_default=text("0"))
+    # What that sign-in proved: RFC 8176 `amr` values, space-separated ("pwd", "pwd otp mfa", ...).
+    amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")
 
 
 class App(Base):
@@ -183,6 +187,7 @@ class AuthorizationCode(Base):
     auth_time: Mapped[int | None] = mapped_column(Time)
     session_id: Mapped[str | None] = mapped_column(Id)
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
+    amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its session's sign-in
 
 
 class RefreshToken(Base):
@@ -199,10 +204,11 @@ class RefreshToken(Base):
     created_at: Mapped[int] = mapped_column(Time)
     expires_at: Mapped[int] = mapped_column(Time, index=True)
     revoked_at: Mapped[int | None] = mapped_column(Time)
-    auth_time: Mapped[int | None] = mapped_column(Time)  # an OpenID grant's: its refreshed ID tokens keep it
+    auth_time: Mapped[int | None] = mapped_column(Time)  # its code's sign-in: its tokens keep it (NULL before 0009)
     session_id: Mapped[str | None] = mapped_column(Id)
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
     rotated_at: Mapped[int | None] = mapped_column(Time)
+    amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its code's
 
 
 class SigningKey(Base):
@@ -320,6 +326,27 @@ class LinkToken(Base):
     used_at: Mapped[int | None] = mapped_column(Time)
 
 
+class TotpFactor(Base):
+    """A user's TOTP authenticator (RFC 6238, contract 19): the secret sealed under the master key;
+    `confirmed_at` NULL until a first code proved enrolment; `last_step`, the time step of the last
+    code accepted, so a code is never accepted twice."""
+    __tablename__ = "totp_factors"
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    secret_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[int] = mapped_column(Time)
+    confirmed_at: Mapped[int | None] = mapped_column(Time)
+    last_step: Mapped[int] = mapped_column(Time, default=0, server_default=text("0"))
+
+
+class RecoveryCode(Base):
+    """A user's single-use recovery codes (contract 19), by digest."""
+    __tablename__ = "recovery_codes"
+    code_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[int] = mapped_column(Time)
+    used_at: Mapped[int | None] = mapped_column(Time)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -339,3 +366,5 @@ webhook_events = _table(WebhookEvent)
 webhook_attempts = _table(WebhookAttempt)
 mail_messages = _table(MailMessage)
 link_tokens = _table(LinkToken)
+totp_factors = _table(TotpFactor)
+recovery_codes = _table(RecoveryCode)

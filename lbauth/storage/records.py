@@ -26,6 +26,7 @@ class User:
     disabled_at: int | None
     deleted_at: int | None
     email_verified: bool
+    mfa: bool = False  # has a second factor (contract 19)
 
     @property
     def active(self) -> bool:
@@ -46,6 +47,7 @@ class Session:
     user_agent: str
     ip_address: str
     authenticated_at: int  # the last sign-in (OpenID auth_time)
+    amr: str = "pwd"  # what it proved: RFC 8176 values, space-separated
 
 
 # RFC 7591 2 `token_endpoint_auth_method` of a public client (contract 17): no secret.
@@ -245,6 +247,15 @@ class Code:
     auth_time: int | None
     session_id: str | None
     resources: list[str]
+    amr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Authentication:
+    """What the user's sign-in behind a code proved (RFC 8176 `amr` values, space-separated) and
+    when (`auth_time`): its tokens carry both (contract 19)."""
+    auth_time: int
+    amr: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +263,6 @@ class OpenIdDetails:
     """What an OpenID request's code remembers for its ID token (contract 15)."""
     id_token_alg: str
     nonce: str | None
-    auth_time: int
     session_id: str | None
 
 
@@ -270,6 +280,7 @@ class ClaimedCode:
     auth_time: int | None
     session_id: str | None
     resources: list[str]  # RFC 8707: what its tokens may name (contract 17)
+    amr: str
 
 
 class CodeRule(Enum):
@@ -311,6 +322,7 @@ class RefreshToken:
     session_id: str | None
     resources: list[str]
     rotated_at: int | None
+    amr: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,13 +76,13 @@ async def test_an_id_token_carries_every_claim_signed_with_the_apps_algorithm(se
     assert claims == {"iss": services.settings.issuer, "sub": "asu_1", "aud": "cid_rp", "iat": START_TIME,
                       "exp": START_TIME + ID_TOKEN_TTL, "auth_time": START_TIME - 120,
                       "at_hash": left_half(hashlib.new(digest, ACCESS_TOKEN.encode()).digest()), "amr": ["pwd"],
-                      "nonce": "n-0S6_WzA2Mj", "sid": "ses_1"}
+                      "acr": "urn:lbauth:acr:pwd", "nonce": "n-0S6_WzA2Mj", "sid": "ses_1"}
 
 
 async def test_nonce_and_sid_appear_only_when_there_are_some(services):
     _, claims = published(services, await mint(services, nonce=None, session_id=None))
     assert "nonce" not in claims and "sid" not in claims
-    assert {"iss", "sub", "aud", "iat", "exp", "auth_time", "at_hash", "amr"} <= set(claims)
+    assert {"iss", "sub", "aud", "iat", "exp", "auth_time", "at_hash", "amr", "acr"} <= set(claims)
 
 
 async def test_the_first_id_token_of_an_algorithm_makes_its_key_and_publishes_it(services):

@@ -149,5 +149,5 @@ def test_the_code_remembers_the_apps_algorithm_the_sign_in_and_the_nonce():
                       last_used_at=1_899_999_500, expires_at=1_900_090_000, ended_at=None, user_agent="",
                       ip_address="::1", authenticated_at=1_899_999_000)
     assert id_token_details(app, session, "n-1") == OpenIdDetails(id_token_alg="EdDSA", nonce="n-1",
-                                                                  auth_time=1_899_999_000, session_id=session.id)
+                                                                  session_id=session.id)
     assert id_token_details(app, session, None).nonce is None

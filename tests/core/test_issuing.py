@@ -73,15 +73,20 @@ async def test_the_audience_is_the_issuances(services):
 
 
 async def test_an_openid_grant_gets_an_id_token_for_its_access_token(services):
-    sign_in = SignIn(auth_time=START_TIME - 60, session_id="ses_1")
+    sign_in = SignIn(auth_time=START_TIME - 60, session_id="ses_1", amr=("pwd", "otp", "mfa"))
     token_set = await services.oauth.issuer.issue(issuance(sign_in=sign_in, id_token_alg="ES256", nonce="n-1"))
     assert token_set.id_token is not None
     alg, claims = id_token_claims(services, token_set.id_token)
     assert alg == "ES256"
     assert claims == {"iss": services.settings.issuer, "sub": "asu_1", "aud": "cid_1", "iat": START_TIME,
                       "exp": START_TIME + services.settings.id_token_ttl, "auth_time": START_TIME - 60,
-                      "at_hash": at_hash(token_set.access_token, "ES256"), "amr": ["pwd"], "nonce": "n-1",
-                      "sid": "ses_1"}
+                      "at_hash": at_hash(token_set.access_token, "ES256"), "amr": ["pwd", "otp", "mfa"],
+                      "acr": "urn:lbauth:acr:mfa", "nonce": "n-1", "sid": "ses_1"}
+    access = decode_access_token(token_set.access_token, services.keyring.public_keys, issuer=services.settings.issuer,
+                                 audience=services.settings.audience, now=START_TIME, leeway=0)
+    # RFC 9068 2.2.1: the access token says the same of the sign-in.
+    assert (access["auth_time"], access["amr"], access["acr"]) == (START_TIME - 60, ["pwd", "otp", "mfa"],
+                                                                   "urn:lbauth:acr:mfa")
 
 
 @pytest.mark.parametrize("overrides", [

@@ -11,7 +11,7 @@ from sqlalchemy import update
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.models import authorization_codes as codes_model
-from lbauth.storage.records import ClaimedCode, Code, CodeGrant, CodeRule, CodeState, RefreshToken
+from lbauth.storage.records import Authentication, ClaimedCode, Code, CodeGrant, CodeRule, CodeState, RefreshToken
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
 from tests.storage.conftest import NOW, Granted, add_app
@@ -19,12 +19,16 @@ from tests.storage.conftest import NOW, Granted, add_app
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 
 
+# A sign-in with a second step 30 s before the code: the code, its claim and its refresh token keep it.
+SIGNED_IN = Authentication(auth_time=NOW - 30, amr="pwd otp mfa")
+
+
 async def _issue(db: Database, granted: Granted, code_hash: str = "c" * 64, challenge: str | None = None,
                  expires_at: int = NOW + 300) -> None:
     await db.transaction(codes_repo.insert_code, code_hash=code_hash, app_id=granted.app.id,
                          user_id=granted.user.id, grant_id=granted.grant_id, asu=granted.asu,
                          redirect_uri="https://app.example/cb", scopes=["userinfo"], code_challenge=challenge,
-                         now=NOW, expires_at=expires_at)
+                         now=NOW, expires_at=expires_at, authentication=SIGNED_IN)
 
 
 def _redeem_args(**overrides: object) -> dict[str, object]:
@@ -40,8 +44,8 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
     again = await db.transaction(codes_repo.redeem, **_redeem_args(access_jti="jti-2", refresh_hash="q" * 64))
 
     assert first == ClaimedCode(app_id=granted.app.id, user_id=granted.user.id, grant_id=granted.grant_id,
-                                asu=granted.asu, scopes=["userinfo"], id_token_alg=None, nonce=None, auth_time=None,
-                                session_id=None, resources=[])
+                                asu=granted.asu, scopes=["userinfo"], id_token_alg=None, nonce=None,
+                                auth_time=NOW - 30, session_id=None, resources=[], amr="pwd otp mfa")
     assert again is None
     code = await db.read(codes_repo.by_hash, "c" * 64)
     assert isinstance(code, Code)
@@ -50,7 +54,8 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
     assert stored == RefreshToken(token_hash="r" * 64, app_id=granted.app.id, user_id=granted.user.id,
                                   grant_id=granted.grant_id, code_hash="c" * 64, asu=granted.asu,
                                   scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None,
-                                  auth_time=None, session_id=None, resources=[], rotated_at=None)
+                                  auth_time=NOW - 30, session_id=None, resources=[], rotated_at=None,
+                                  amr="pwd otp mfa")
     assert await db.read(tokens_repo.by_hash, "q" * 64) is None
 
 
@@ -84,7 +89,8 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
     def issue(conn: Connection, user_id: str) -> CodeGrant | None:
         return codes_repo.insert_from_live_grant(conn, user_id=user_id, app_id=granted.app.id, code_hash="d" * 64,
                                                  redirect_uri="https://app.example/cb", scopes=["profile"],
-                                                 challenge=CHALLENGE, now=NOW, expires_at=NOW + 300)
+                                                 challenge=CHALLENGE, now=NOW, expires_at=NOW + 300,
+                                                 authentication=SIGNED_IN)
 
     assert await db.transaction(issue, "usr_nobody") is None
     assert await db.transaction(issue, granted.user.id) == CodeGrant(grant_id=granted.grant_id,
@@ -94,6 +100,7 @@ async def test_a_code_under_the_live_grant_in_one_statement(db: Database, grante
     assert (code.grant_id, code.asu, code.scopes, code.code_challenge) == (granted.grant_id, granted.asu,
                                                                            ["profile"], CHALLENGE)
     assert code.resources == []  # a code naming no resource (RFC 8707): never NULL
+    assert (code.auth_time, code.amr) == (NOW - 30, "pwd otp mfa")  # the sign-in, for its tokens
 
 
 
@@ -105,7 +112,7 @@ async def test_a_code_without_a_transaction_only_under_a_grant_that_already_cove
     def issue(conn: Connection, user_id: str, scopes: list[str], code_hash: str) -> bool:
         return codes_repo.insert_under_covering_grant(
             conn, user_id=user_id, app_id=granted.app.id, code_hash=code_hash, redirect_uri="https://app.example/cb",
-            scopes=scopes, challenge=None, now=NOW, expires_at=NOW + 300)
+            scopes=scopes, challenge=None, now=NOW, expires_at=NOW + 300, authentication=SIGNED_IN)
 
     assert await db.transaction(issue, "usr_nobody", ["userinfo"], "e" * 64, single_statement=True) is False
     assert await db.transaction(issue, granted.user.id, ["userinfo", "profile"], "f" * 64,
@@ -132,7 +139,8 @@ def _judged(conn: Connection, *, app_id: str, granted: Granted, challenge: str |
     """A fresh code in the given state, explained and then claimed with the same arguments, rolled back."""
     codes_repo.insert_code(conn, code_hash="c" * 64, app_id=app_id, user_id=granted.user.id,
                            grant_id=granted.grant_id, asu=granted.asu, redirect_uri="https://app.example/cb",
-                           scopes=["userinfo"], code_challenge=challenge, now=NOW, expires_at=expires_at)
+                           scopes=["userinfo"], code_challenge=challenge, now=NOW, expires_at=expires_at,
+                           authentication=SIGNED_IN)
     conn.execute(update(codes_model).values(used_at=NOW + 1 if used else None, revoked_at=NOW + 1 if revoked else None))
     explained = codes_repo.explain(conn, **{k: v for k, v in redemption.items() if k in _EXPLAINED})
     raise _Undo(explained, codes_repo.redeem(conn, **redemption))

@@ -7,7 +7,7 @@ import pytest
 
 from lbauth.storage import Duplicate
 from lbauth.storage.db import Database
-from lbauth.storage.records import Grant, RefreshToken, UserGrant
+from lbauth.storage.records import Authentication, Grant, RefreshToken, UserGrant
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import tokens as tokens_repo
@@ -54,7 +54,7 @@ async def _store_refresh_token(db: Database, granted: Granted, token_hash: str, 
     await db.transaction(codes_repo.insert_code, code_hash=code_hash, app_id=granted.app.id,
                          user_id=granted.user.id, grant_id=granted.grant_id, asu=granted.asu,
                          redirect_uri="https://app.example/cb", scopes=["userinfo"], code_challenge=None, now=NOW,
-                         expires_at=NOW + 300)
+                         expires_at=NOW + 300, authentication=Authentication(auth_time=NOW, amr="pwd"))
     claimed = await db.transaction(codes_repo.redeem, code_hash=code_hash, client_id=granted.app.client_id,
                                    client_secret_hash=granted.app.client_secret_hash,
                                    redirect_uri="https://app.example/cb", challenge=None, now=NOW, access_jti="j",

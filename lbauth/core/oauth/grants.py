@@ -109,7 +109,8 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         return await self.issuer.issue(Issuance(
             client_id=client.client_id, user_id=claimed.user_id, asu=claimed.asu, grant_id=claimed.grant_id,
             scopes=tuple(claimed.scopes), audience=audience, refresh_token=refresh_token, started=now, jti=jti,
-            sign_in=SignIn.remembered(claimed.auth_time, claimed.session_id), id_token_alg=claimed.id_token_alg,
+            sign_in=SignIn.remembered(claimed.auth_time, claimed.session_id, claimed.amr),
+            id_token_alg=claimed.id_token_alg,
             nonce=claimed.nonce))
 
 
@@ -213,11 +214,12 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
         audience = resources.audience(request.resources, row.resources)
         if client.public:  # the statement above matched a public app's digest: this app is public
             refresh_token = await self._rotate(row, now)
-        # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce.
+        # OpenID Connect Core 12.2: the same sub and auth_time as the first ID token; no nonce. Every
+        # token keeps the first sign-in's auth_time, amr and acr (contract 19).
         return await self.issuer.issue(Issuance(
             client_id=client.client_id, user_id=row.user_id, asu=row.asu, grant_id=row.grant_id, scopes=granted,
             audience=audience, refresh_token=refresh_token, started=now,
-            sign_in=SignIn.remembered(row.auth_time, row.session_id), id_token_alg=row.id_token_alg))
+            sign_in=SignIn.remembered(row.auth_time, row.session_id, row.amr), id_token_alg=row.id_token_alg))
 
     async def _rotate(self, row: RefreshToken, now: int) -> str:
         """The presented token retired and its successor stored, or invalid_grant if a concurrent

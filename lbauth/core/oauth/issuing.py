@@ -8,28 +8,17 @@ and in the extensions only, the same for every grant.
 
 from __future__ import annotations
 
+__all__ = ["Issuance", "Issuer", "SignIn", "TokenExtension"]
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from lbauth.core.crypto import opaque
-from lbauth.core.oauth.tokens import AccessTokens, TokenSet, new_jti
+from lbauth.core.oauth.tokens import AccessTokens, SignIn, TokenSet, new_jti
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.repo import tokens as tokens_repo
-
-
-@dataclass(frozen=True, slots=True)
-class SignIn:
-    """The user's sign-in behind a grant, as its code and refresh tokens remember it (an OpenID
-    request's: contract 15): the ID token's `auth_time` and `sid`."""
-    auth_time: int
-    session_id: str | None
-
-    @staticmethod
-    def remembered(auth_time: int | None, session_id: str | None) -> SignIn | None:
-        """The sign-in a code or refresh token row remembers, if it remembers one."""
-        return SignIn(auth_time, session_id) if auth_time is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +61,8 @@ class Issuer:
                                                  lambda: self._live(issuance.refresh_token))
         access_token = self.tokens.mint(user_id=issuance.user_id, client_id=issuance.client_id,
                                         scopes=issuance.scopes, grant_id=issuance.grant_id, asu=issuance.asu,
-                                        jti=issuance.jti, now=issued_at, audience=issuance.audience)
+                                        jti=issuance.jti, now=issued_at, audience=issuance.audience,
+                                        sign_in=issuance.sign_in)
         token_set = TokenSet(access_token, issuance.refresh_token, self.settings.access_token_ttl, issuance.scopes)
         for extension in self.extensions:
             token_set = await extension.extend(issuance, token_set, issued_at)

@@ -12,6 +12,7 @@ from typing import Any
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core.acr import acr_of
 from lbauth.core.crypto.keys import KeyRing
 from lbauth.core.oauth.checklist import CheckList
 from lbauth.settings import Settings
@@ -41,6 +42,26 @@ class TokenSet:
         if self.id_token is not None:
             response["id_token"] = self.id_token
         return response
+
+
+@dataclass(frozen=True, slots=True)
+class SignIn:
+    """The user's sign-in behind a grant, as its code and refresh tokens remember it: when
+    (`auth_time`) and how (RFC 8176 `amr`, hence `acr`: contract 19), which every token carries,
+    and an OpenID request's session (the ID token's `sid`: contract 15)."""
+    auth_time: int
+    session_id: str | None
+    amr: tuple[str, ...] = ("pwd",)
+
+    @property
+    def acr(self) -> str:
+        return acr_of(self.amr)
+
+    @staticmethod
+    def remembered(auth_time: int | None, session_id: str | None, amr: str = "pwd") -> SignIn | None:
+        """The sign-in a code or refresh token row remembers, if it remembers one (a row written
+        before every code kept its sign-in does not)."""
+        return SignIn(auth_time, session_id, tuple(amr.split())) if auth_time is not None else None
 
 
 class AccessTokens:
@@ -74,14 +95,17 @@ class AccessTokens:
         return issued_at
 
     def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
-             jti: str, now: int, audience: str | list[str] | None = None) -> str:
-        """`audience`: the token's resources (RFC 8707, contract 17); None, LBAUTH_AUDIENCE."""
+             jti: str, now: int, audience: str | list[str] | None = None, sign_in: SignIn | None = None) -> str:
+        """`audience`: the token's resources (RFC 8707, contract 17); None, LBAUTH_AUDIENCE.
+        `sign_in`: the sign-in behind the grant, as `auth_time`, `acr` and `amr` (RFC 9068 2.2.1)."""
         signer = self._keyring().signer
         if signer is None:
             raise errors.ServerUnavailable("No signing key is active.")
         claims = {"iss": self.settings.issuer, "aud": self.settings.audience if audience is None else audience,
                   "sub": user_id, "client_id": client_id, "scope": " ".join(scopes), "iat": now,
                   "exp": now + self.settings.access_token_ttl, "jti": jti, "gid": grant_id, "asu": asu}
+        if sign_in is not None:
+            claims.update(auth_time=sign_in.auth_time, acr=sign_in.acr, amr=list(sign_in.amr))
         return PREFIX + signer.sign(claims, typ="at+jwt")
 
     def check(self, token: str) -> dict[str, Any]:

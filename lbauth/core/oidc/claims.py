@@ -10,7 +10,7 @@ from lbauth.storage.records import User
 
 # contract 15: the specification's `userinfo` scope opens the profile and the email too
 _PROFILE_SCOPES, _EMAIL_SCOPES = {"profile", "userinfo"}, {"email", "userinfo"}
-SUPPORTED = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "amr", "name", "picture",
+SUPPORTED = ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "at_hash", "sid", "amr", "acr", "name", "picture",
              "email", "email_verified"]
 
 

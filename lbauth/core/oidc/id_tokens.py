@@ -14,6 +14,7 @@ import jwt
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core.acr import acr_of
 from lbauth.core.crypto.keys import KeyRing
 from lbauth.core.oauth.issuing import Issuance
 from lbauth.core.oauth.tokens import TokenSet
@@ -21,7 +22,6 @@ from lbauth.core.scopes import OPENID
 from lbauth.settings import Settings
 
 ID_TOKEN_ALGS = ("RS256", "ES256", "EdDSA")  # RS256 first: the default, and OpenID Connect's (Core 15.1)
-AMR = ["pwd"]  # RFC 8176 2: every sign-in here is by password
 # OpenID Connect Core 3.1.3.6: the hash of the JWS algorithm; Ed25519 (EdDSA) signs with SHA-512.
 _AT_HASH = {"RS256": hashlib.sha256, "ES256": hashlib.sha256, "EdDSA": hashlib.sha512}
 
@@ -64,7 +64,7 @@ class IdTokens:
         self.settings, self.clock, self._keyring, self._activate_key = settings, clock, keyring, activate_key
 
     async def mint(self, *, alg: str, client_id: str, asu: str, auth_time: int, nonce: str | None,
-                   session_id: str | None, access_token: str, now: int) -> str:
+                   session_id: str | None, access_token: str, now: int, amr: tuple[str, ...] = ("pwd",)) -> str:
         signer = self._keyring().signers.get(alg)
         if signer is None:  # the first ID token of an algorithm an app chose: its key is made (contract 8)
             await self._activate_key(alg)
@@ -73,7 +73,7 @@ class IdTokens:
                 raise errors.ServerUnavailable(f"No {alg} signing key is active.")
         claims: dict[str, Any] = {"iss": self.settings.issuer, "sub": asu, "aud": client_id, "iat": now,
                                   "exp": now + self.settings.id_token_ttl, "auth_time": auth_time,
-                                  "at_hash": at_hash(access_token, alg), "amr": AMR}
+                                  "at_hash": at_hash(access_token, alg), "amr": list(amr), "acr": acr_of(amr)}
         if nonce is not None:
             claims["nonce"] = nonce
         if session_id is not None:
@@ -99,5 +99,5 @@ class IdTokenExtension:
         id_token = await self.id_tokens.mint(alg=alg, client_id=issuance.client_id, asu=issuance.asu,
                                              auth_time=sign_in.auth_time, nonce=issuance.nonce,
                                              session_id=sign_in.session_id, access_token=token_set.access_token,
-                                             now=issued_at)
+                                             now=issued_at, amr=sign_in.amr)
         return replace(token_set, id_token=id_token)

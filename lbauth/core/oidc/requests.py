@@ -70,7 +70,6 @@ def checked_nonce(nonce: object) -> str | None:
 
 
 def id_token_details(app: App, session: Session, nonce: str | None) -> OpenIdDetails:
-    """What the code remembers for its ID token: the app's algorithm at this moment, the sign-in
-    of the session that approved, and the nonce."""
-    return OpenIdDetails(id_token_alg=app.id_token_alg, nonce=nonce, auth_time=session.authenticated_at,
-                         session_id=session.id)
+    """What the code remembers for its ID token: the app's algorithm at this moment, the session
+    that approved (`sid`), and the nonce."""
+    return OpenIdDetails(id_token_alg=app.id_token_alg, nonce=nonce, session_id=session.id)

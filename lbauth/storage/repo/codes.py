@@ -14,7 +14,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
-from lbauth.storage.records import ClaimedCode, Code, CodeGrant, CodeRule, CodeState, OpenIdDetails
+from lbauth.storage.records import Authentication, ClaimedCode, Code, CodeGrant, CodeRule, CodeState, OpenIdDetails
 from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
@@ -48,7 +48,7 @@ _CLAIM = shaped(ClaimedCode,
                 .values(used_at=_NOW, access_jti=bindparam("p_access_jti"))
                 .returning(codes.c.app_id, codes.c.user_id, codes.c.grant_id, codes.c.asu, codes.c.scopes,
                            codes.c.id_token_alg, codes.c.nonce, codes.c.auth_time, codes.c.session_id,
-                           codes.c.resources))
+                           codes.c.resources, codes.c.amr))
 
 # PostgreSQL: claim and store the refresh token in one statement (data-modifying CTEs), one round
 # trip; both run to completion whatever the outer SELECT reads. SQLite has no data-modifying CTEs:
@@ -56,11 +56,11 @@ _CLAIM = shaped(ClaimedCode,
 _CLAIMED = _CLAIM.cte("claimed")
 _STORED = (insert(refresh_tokens)
            .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
-                         "expires_at", "auth_time", "session_id", "resources"],
+                         "expires_at", "auth_time", "session_id", "resources", "amr"],
                         select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
                                _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
                                bindparam("p_refresh_expires_at", type_=BigInteger), _CLAIMED.c.auth_time,
-                               _CLAIMED.c.session_id, _CLAIMED.c.resources))
+                               _CLAIMED.c.session_id, _CLAIMED.c.resources, _CLAIMED.c.amr))
            .returning(refresh_tokens.c.token_hash)
            .cte("stored"))
 _REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
@@ -80,11 +80,12 @@ def _code_from_grant(with_resources: bool, covering: str | None = None) -> Retur
     stays as it was before resources existed. `covering` (a dialect's name): only under a grant
     that already holds every scope asked for."""
     columns = ["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
-               "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id"]
+               "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id", "amr"]
     values = [_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
               bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW, bindparam("p_expires_at", type_=BigInteger),
               bindparam("p_id_token_alg", type_=String), bindparam("p_nonce", type_=String),
-              bindparam("p_auth_time", type_=BigInteger), bindparam("p_session_id", type_=String)]
+              bindparam("p_auth_time", type_=BigInteger), bindparam("p_session_id", type_=String),
+              bindparam("p_amr", type_=String)]
     grant_resources = literal_column("NULL", JSON)
     if with_resources:
         columns.append("resources")
@@ -122,29 +123,32 @@ _FROM_COVERING_GRANT = {dialect: _code_from_grant(with_resources=False, covering
 
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
                 redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int,
-                openid: OpenIdDetails | None = None, resources: list[str] | None = None) -> None:
+                authentication: Authentication, openid: OpenIdDetails | None = None,
+                resources: list[str] | None = None) -> None:
     conn.execute(insert(codes).values(code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                                       redirect_uri=redirect_uri, scopes=scopes, code_challenge=code_challenge,
                                       created_at=now, expires_at=expires_at, resources=resources or [],
-                                      **_openid_values(openid)))
+                                      **_sign_in_values(authentication, openid)))
 
 
-def _openid_values(openid: OpenIdDetails | None) -> dict[str, object]:
+def _sign_in_values(authentication: Authentication, openid: OpenIdDetails | None) -> dict[str, object]:
+    """The sign-in every code remembers, and an OpenID request's ID-token details (NULL otherwise)."""
+    values: dict[str, object] = {"auth_time": authentication.auth_time, "amr": authentication.amr}
     if openid is None:
-        return {"id_token_alg": None, "nonce": None, "auth_time": None, "session_id": None}
-    return {"id_token_alg": openid.id_token_alg, "nonce": openid.nonce, "auth_time": openid.auth_time,
-            "session_id": openid.session_id}
+        return {**values, "id_token_alg": None, "nonce": None, "session_id": None}
+    return {**values, "id_token_alg": openid.id_token_alg, "nonce": openid.nonce, "session_id": openid.session_id}
 
 
 def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                            scopes: list[str], challenge: str | None, now: int, expires_at: int,
-                           openid: OpenIdDetails | None = None, resources: list[str] | None = None) -> CodeGrant | None:
+                           authentication: Authentication, openid: OpenIdDetails | None = None,
+                           resources: list[str] | None = None) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one) or the user is
     disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
     params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
               "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
-              **{f"p_{k}": v for k, v in _openid_values(openid).items()}}
+              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid).items()}}
     if resources:
         row = conn.execute(_FROM_GRANT_FOR_RESOURCES, {**params, "p_resources": resources}).first()
     else:
@@ -154,13 +158,13 @@ def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_
 
 def insert_under_covering_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                                 scopes: list[str], challenge: str | None, now: int, expires_at: int,
-                                openid: OpenIdDetails | None = None) -> bool:
+                                authentication: Authentication, openid: OpenIdDetails | None = None) -> bool:
     """A code under the user's live grant for the app when that grant already holds every scope
     asked for, in one statement that needs no transaction around it; False, having changed
     nothing, otherwise (no live grant, a grant to extend, a disabled or deleted user)."""
     params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
               "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
-              **{f"p_{k}": v for k, v in _openid_values(openid).items()}}
+              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid).items()}}
     return conn.execute(_FROM_COVERING_GRANT[conn.dialect.name], params).first() is not None
 
 
@@ -184,7 +188,7 @@ def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_ha
                           "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
                           "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at,
                           "auth_time": claimed.auth_time, "session_id": claimed.session_id,
-                          "resources": claimed.resources})
+                          "resources": claimed.resources, "amr": claimed.amr})
     return claimed
 
 

@@ -45,7 +45,7 @@ from lbauth.errors import (
 )
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
-from lbauth.storage.records import App, Registration
+from lbauth.storage.records import App, Authentication, Registration
 from lbauth.storage.repo import apps as apps_repo
 
 
@@ -220,7 +220,9 @@ class AuthorizationEndpoint:
         (the browser's, or the user token's: contract 15's `sid`) and the nonce."""
         details = (oidc_requests.id_token_details(request.app, signed_in.session, request.openid.nonce)
                    if request.openid is not None else None)
-        return await issue_code(self.db, self.clock, request, signed_in.user.id, self.settings.code_ttl, details)
+        session = signed_in.session
+        return await issue_code(self.db, self.clock, request, signed_in.user.id, self.settings.code_ttl, details,
+                                Authentication(auth_time=session.authenticated_at, amr=session.amr))
 
 
 def _refused(request: AuthorizationRequest, error: LbauthError) -> ErrorRedirect:
