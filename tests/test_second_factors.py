@@ -266,3 +266,16 @@ async def test_a_password_reset_of_a_user_with_totp_needs_the_code(dev_server):
                               json={**body, "method": "totp", "code": oathtool(secret, srv.clock.now())})
     assert r.status == 200, r.text
     assert "mfaToken" in await password_step(srv, {**user, "password": NEW_PASSWORD})
+
+
+async def test_with_mfa_required_a_user_without_a_factor_must_enrol_first(tmp_path, database_url):
+    async with running_server(tmp_path, database_url, mfa="required") as srv:
+        user = await srv.create_user()
+        token = await srv.login(user["email"], user["password"])
+        (await srv.client.get("/api/account/profile", bearer=token)).assert_error(403, "auth.mfa.enrolment_required")
+        assert (await srv.client.get("/api/account/security", bearer=token)).status == 200
+        secret = (await srv.client.post("/api/account/security/totp", bearer=token)).data["secret"]
+        r = await srv.client.post("/api/account/security/totp/confirm", bearer=token,
+                                  json={"code": oathtool(secret, srv.clock.now())})
+        assert r.status == 200, r.text
+        assert (await srv.client.get("/api/account/profile", bearer=token)).status == 200
