@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # processes. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: run test install lint clean bench soak chromium node-packages
+.PHONY: run test install lint clean bench soak chromium oathtool node-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ run: $(VENV)/.installed-run
 ##       The browser tests need Debian's chromium (installed here when run as root; skipped
 ##       without it unless CI=true). The Node tests need node and tests/package.json's packages
 ##       (installed here with npm; skipped without node unless CI=true).
-test: $(VENV)/.installed-test chromium node-packages
+test: $(VENV)/.installed-test chromium oathtool node-packages
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 $(PYTEST_ARGS)
 
 # Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
@@ -53,6 +53,21 @@ chromium:
 			|| echo "Could not install chromium: the browser tests will be skipped (they fail under CI=true)"; \
 		else \
 			echo "$(CHROMIUM) is missing (apt-get install chromium as root): the browser tests will be skipped (they fail under CI=true)"; \
+		fi; \
+	fi
+
+# Debian's oathtool for tests/test_second_factors.py: TOTP codes from an implementation that is
+# not lbauth's. Installed as chromium is; otherwise say so and go on.
+OATHTOOL := /usr/bin/oathtool
+oathtool:
+	@if [ ! -x $(OATHTOOL) ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing Debian's oathtool for the second-factor tests"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq oathtool >/dev/null 2>&1 \
+			|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq oathtool >/dev/null; } \
+			|| echo "Could not install oathtool: the second-factor tests will be skipped (they fail under CI=true)"; \
+		else \
+			echo "$(OATHTOOL) is missing (apt-get install oathtool as root): the second-factor tests will be skipped (they fail under CI=true)"; \
 		fi; \
 	fi
 

@@ -21,6 +21,7 @@ from lbauth.handlers import (
     recovery_api,
     recovery_pages,
     registration,
+    security,
     wellknown,
 )
 from lbauth.handlers.authorize_page import AuthorizePage
@@ -33,6 +34,7 @@ _access_log = logging.getLogger("lbauth.access")
 ROUTES = [
     # API ({base_url}): the spec's endpoints and ours, enveloped
     (r"/api/auth/login", account.LoginHandler),
+    (r"/api/auth/login/mfa", security.LoginMfaHandler),
     (r"/api/auth/logout", account.LogoutHandler),
     (r"/api/account", account.AccountHandler),
     (r"/api/account/profile", account.ProfileHandler),
@@ -40,6 +42,10 @@ ROUTES = [
     (r"/api/account/sessions", account.SessionsHandler),
     (r"/api/account/sessions/end-others", account.EndOtherSessionsHandler),
     (r"/api/account/sessions/([^/]+)", account.SessionHandler),
+    (r"/api/account/security", security.SecurityHandler),
+    (r"/api/account/security/totp", security.TotpHandler),
+    (r"/api/account/security/totp/confirm", security.TotpConfirmHandler),
+    (r"/api/account/security/recovery-codes", security.RecoveryCodesHandler),
     (r"/api/auth/signup", recovery_api.SignupHandler),
     (r"/api/auth/password/forgot", recovery_api.ForgotPasswordHandler),
     (r"/api/auth/password/reset", recovery_api.ResetPasswordHandler),
@@ -71,6 +77,7 @@ ROUTES = [
     (r"/oauth/?", AuthorizePage),
     (r"/", pages.HomePage),
     (r"/login", pages.LoginPage),
+    (r"/login/mfa", pages.LoginMfaPage),
     (r"/logout", pages.LogoutPage),
     (r"/account/?", account_pages.AccountPage),
     (r"/account/profile", account_pages.ProfileForm),

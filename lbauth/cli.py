@@ -27,9 +27,11 @@ from lbauth.core.crypto import keys
 from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import MasterKeyError, MasterKeys, generate_key_text
 from lbauth.core.crypto.reseal import master_keys_for
+from lbauth.core.factors.factors import Factors, FactorsReset
 from lbauth.core.mail import outbox as mail_outbox
 from lbauth.core.oauth.checklist import ServerCheckList
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
+from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.handlers.account_json import account_change_json, created_user_json, listed_user_json
@@ -135,6 +137,9 @@ async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         session = await accounts.sign_in(db, SystemClock(), settings.user_token_ttl, args.email, args.password,
                                          cost=settings.argon2)
+        if isinstance(session, accounts.SecondStepNeeded):
+            raise CommandError("this user has a second factor: sign in with POST /api/auth/login and "
+                               "/api/auth/login/mfa instead")
         return {"token": session.token, "expiresIn": session.expires_in}
     return await with_database(settings, work)
 
@@ -159,6 +164,16 @@ async def cmd_users_enable(args: argparse.Namespace, settings: Settings) -> dict
 
 async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict:
     return account_change_json(await with_accounts(settings, lambda a: a.delete(args.email)))
+
+
+async def cmd_users_reset_factors(args: argparse.Namespace, settings: Settings) -> dict:
+    """Contract 19: TOTP and recovery codes removed, every session ended (a user who lost them)."""
+    def reset(a: accounts.Accounts) -> Awaitable[FactorsReset]:
+        def no_keys() -> MasterKeys:
+            raise AssertionError("resetting factors seals nothing")
+        return Factors(a.db, a.clock, settings, no_keys, a.sessions, RateLimiter(a.clock, False)).reset(args.email)
+    done = await with_accounts(settings, reset)
+    return {"userId": done.user_id, "email": done.email, "status": "factors_reset"}
 
 
 def _apps(db: Database, settings: Settings, master_keys: MasterKeys | None = None) -> apps.Apps:
@@ -348,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(u, "enable", cmd_users_enable, "enable a disabled account (its old tokens stay refused)")
     p.add_argument("email", metavar="EMAIL")
     p = command(u, "delete", cmd_users_delete, "delete an account: grants revoked, personal data erased")
+    p.add_argument("email", metavar="EMAIL")
+    p = command(u, "reset-factors", cmd_users_reset_factors,
+                "remove an account's second factors and recovery codes; its sessions end")
     p.add_argument("email", metavar="EMAIL")
 
     a = sub.add_parser("apps", help="registered applications").add_subparsers(dest="apps_command",

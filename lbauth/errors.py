@@ -325,3 +325,32 @@ class LinkInvalid(LbauthError):
 class MailOff(NotFound):
     """Sign-up or recovery on a server that sends no mail, or whose sign-up is off: not offered."""
     message = "This server does not offer this."
+
+
+# ---- second factors (contract 19) ---------------------------------------------------------------
+
+class MfaFailed(LbauthError):
+    """A wrong second step: a wrong code, or an mfaToken that is unknown, used or expired."""
+    status, sub_code, message = 401, "auth.mfa.failed", "The second step failed: check the code and try again."
+
+
+class ReauthenticationRequired(LbauthError):
+    """Removing a factor or regenerating recovery codes needs a sign-in within the last 5 minutes."""
+    status, sub_code, message = 403, "auth.reauthentication.required", "Sign in again first, then retry."
+
+
+class MfaEnrolmentRequired(LbauthError):
+    """LBAUTH_MFA=required: a user without a second factor must enrol one first."""
+    status, sub_code = 403, "auth.mfa.enrolment_required"
+    message = "This server requires a second factor: set one up at /api/account/security/totp first."
+
+
+class TotpExists(LbauthError):
+    """Enrolling TOTP while a confirmed authenticator exists: remove it first."""
+    status, sub_code = 409, "account.totp.exists"
+    message = "An authenticator app is set up already; remove it before adding another."
+
+
+class TotpNotFound(LbauthError):
+    status, sub_code = 404, "account.totp.not_found"
+    message = "No authenticator app is set up (or waiting for its code)."

@@ -15,6 +15,7 @@ from lbauth.core.accounts.recovery import Recovery
 from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
+from lbauth.core.factors.factors import Factors
 from lbauth.core.mail import outbox
 from lbauth.core.mail.outbox import Composer
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
@@ -64,10 +65,13 @@ class Services:
             base_url=self.settings.base_url, access_ttl=self.settings.access_token_ttl)
         self.apps = Apps(self.db, self.clock, lambda: self.master_keys, self.app_policy)
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
-        self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions)
+        self.factors = Factors(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions,
+                               self.rate_limits)
+        self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions,
+                                 second_step=self.factors)  # a reset asks for the user's second factor
         self.operations = Operations(self.db, self.clock)
         self.metrics = Metrics()
-        self.mail_composers: dict[str, Composer] = dict(self.recovery.composers())  # by kind
+        self.mail_composers: dict[str, Composer] = {**self.recovery.composers(), **self.factors.composers()}  # by kind
 
     async def forget_old_mail(self) -> int:
         return await outbox.forget_old(self.db, self.clock)

@@ -27,6 +27,8 @@ DEFAULT_ARGON2 = (3, 65536, 4)
 REGISTRATION_MODES = ("open", "token", "off")
 # Sign-up without an operator (contract 18): open in development, off in production by default.
 SIGNUP_MODES = ("open", "off")
+# Second factors (contract 19): optional, or required of every user before anything else.
+MFA_MODES = ("optional", "required")
 # Mail is read by a person waiting for it, its links live 30 minutes to a day: retried sooner than
 # webhooks, then every 10 minutes, about 2 days in all.
 DEFAULT_MAIL_RETRY_SCHEDULE = (10, 30, 60, 120, 300) + (600,) * 287
@@ -75,6 +77,7 @@ class Settings:
     mail_from: str = ""  # default: noreply@ the auth URL's host
     mail_retry_schedule: tuple[int, ...] = DEFAULT_MAIL_RETRY_SCHEDULE
     signup: str = ""  # default: open in development, off in production
+    mfa: str = "optional"
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -155,7 +158,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 RATE_LIMIT_KINDS = ("token-client", "token-address", "login-account", "login-address", "register-address",
                     "document-address", "document-host", "signup-address", "signup-account", "reset-address",
-                    "reset-account", "mail-account")
+                    "reset-account", "mail-account", "mfa-account")
 _RATE_LIMIT = re.compile(rf"({'|'.join(RATE_LIMIT_KINDS)})=(\d+)/(\d+)")
 
 
@@ -380,6 +383,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "mail_from": _mail_from,
     "mail_retry_schedule": _schedule,
     "signup": _choice(SIGNUP_MODES),
+    "mfa": _choice(MFA_MODES),
 }
 
 # Settings that may be given as a command-line flag. The master key, the metrics token and the SMTP

@@ -341,7 +341,8 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
                 # A browser session of its own: signing in again ends the session the cookie names,
                 # and with the seeded one every later page would only show the sign-in form.
                 _page(case, seeded, *seeded.page_session())
-        case "listAuthorizations" | "listSessions" | "getProfile" | "updateProfile":
+        case ("listAuthorizations" | "listSessions" | "getProfile" | "updateProfile" | "getSecurity" | "enrolTotp"
+              | "confirmTotp" | "removeTotp" | "regenerateRecoveryCodes"):
             _with_header(case, "Authorization", bearer)
         case "apiLogout":
             _with_header(case, "Authorization", f"Bearer {seeded.sign_in()}")  # logging out ends it

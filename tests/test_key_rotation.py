@@ -383,6 +383,11 @@ async def test_id_token_key_rotation_refuses_no_valid_id_token(tmp_path, databas
         await first.running.stop()
 
 
+def oathtool(secret: str, when: float) -> str:
+    from tests.test_second_factors import oathtool as code
+    return code(secret, when)
+
+
 async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path, database_url):
     receiver = Receiver()
     srv = await start_server(tmp_path, database_url, env="development")
@@ -392,6 +397,15 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         browser = PageSession(srv)
         page = await browser.open_logged_in("/account/apps", setup.user["email"], setup.user["password"])
         assert page.status == 200 and page.login_form() is None
+        # A TOTP secret (contract 19) is sealed too; its notice's parameters in the mail outbox as well.
+        secret = (await srv.client.post("/api/account/security/totp", bearer=setup.token)).data["secret"]
+        confirmed = await srv.client.post("/api/account/security/totp/confirm", bearer=setup.token,
+                                          json={"code": oathtool(secret, srv.clock.now())})
+        assert confirmed.status == 200, confirmed.text
+        if srv.running.mailer is not None:
+            await srv.running.mailer.flush()
+        sealed_before = sum((await reseal.sealed_counts(srv.db)).values())
+        assert sealed_before >= 5  # webhook secret, two signing keys, TOTP secret, the notice
         old_id = srv.services.master_keys.primary_id
 
         added = json.loads((await atool("rotate_master_key.py", "add", "--json", env=env)).stdout)
@@ -399,8 +413,9 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert srv.services.master_keys.ids == (old_id, added["keyId"])
         promoted = await atool("rotate_master_key.py", "promote", added["keyId"], "--force", "--json", env=env)
         assert promoted.returncode == 0, promoted.stderr
-        # the webhook secret and the two signing keys (access tokens' ES256, ID tokens' RS256)
-        assert json.loads(promoted.stdout)["resealed"] == 3
+        # the webhook secret, the two signing keys (access tokens' ES256, ID tokens' RS256), the
+        # TOTP secret and the mail outbox's sealed values
+        assert json.loads(promoted.stdout)["resealed"] == sealed_before
         await srv.running.reload_keys()
         assert (await browser.get("/account/apps")).login_form() is None  # and the cookie is re-signed
         early = await atool("rotate_master_key.py", "retire", added["keyId"], env=env)
@@ -409,7 +424,13 @@ async def test_master_key_rotation_reseals_everything_and_nothing_stops(tmp_path
         assert retired.returncode == 0, retired.stderr
         await srv.running.reload_keys()
         assert srv.services.master_keys.ids == (added["keyId"],)
-        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: 3}  # nothing under the old key
+        assert await reseal.sealed_counts(srv.db) == {added["keyId"]: sealed_before}  # nothing under the old key
+        srv.clock.advance(30)  # the TOTP secret opens under the new key: its sign-in works
+        step = (await srv.client.post("/api/auth/login", json={"email": setup.user["email"],
+                                                               "password": setup.user["password"]})).data
+        done = await srv.client.post("/api/auth/login/mfa", json={"mfaToken": step["mfaToken"], "method": "totp",
+                                                                  "code": oathtool(secret, srv.clock.now())})
+        assert done.status == 200, done.text
 
         # The session cookie signed before the rotation still works; signing and webhooks too.
         assert (await browser.get("/account/apps")).login_form() is None

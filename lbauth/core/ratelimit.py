@@ -5,7 +5,8 @@ Keys name what is limited: ("token-client", client_id and the caller's address),
 ("login-account", email), ("login-address", ip), ("register-address", ip) (RFC 7591 registration
 and RFC 7592 reads and deletes, contract 17), ("document-address", ip) and ("document-host", host)
 (fetches of client metadata documents), ("signup-address", ip), ("signup-account", email),
-("reset-address", ip), ("reset-account", email) and ("mail-account", user id) (mail, contract 18).
+("reset-address", ip), ("reset-account", email) and ("mail-account", user id) (mail, contract 18),
+("mfa-account", user id) (wrong second steps, contract 19).
 A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers
 each counts on its own, so the effective limit is at most `workers` times the one below.
@@ -47,6 +48,8 @@ LIMITS = {
     "reset-address": Limit(30, 600),
     "reset-account": Limit(5, 900),
     "mail-account": Limit(5, 900),  # a signed-in user's verification and email-change requests
+    # Wrong second steps (contract 19), per account: counted by `failed`, enforced by `check`.
+    "mfa-account": Limit(5, 300),
 }
 
 
@@ -99,5 +102,18 @@ class RateLimiter:
             del table[next(iter(table))]
         table[subject] = (window, count)
         if count > limit.requests:
+            retry_after = max(1, math.ceil((window + 1) * limit.window_seconds - now))
+            raise RateLimited(headers={"Retry-After": str(retry_after)})
+
+    def check(self, kind: str, subject: str) -> None:
+        """RateLimited when `subject` has used up `kind`'s limit in this window; counts nothing
+        (with `hit` after a failure: a limit on failures, such as wrong second steps)."""
+        if not self.enabled or not subject:
+            return
+        limit = self.limits[kind]
+        now = self.clock.now()
+        window = int(now // limit.window_seconds)
+        current, count = self._windows[kind].get(subject.lower(), (window, 0))
+        if current == window and count >= limit.requests:
             retry_after = max(1, math.ceil((window + 1) * limit.window_seconds - now))
             raise RateLimited(headers={"Retry-After": str(retry_after)})

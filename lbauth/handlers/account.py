@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from lbauth.clock import iso
-from lbauth.core.accounts.accounts import ProfileChanges
+from lbauth.core.accounts.accounts import ProfileChanges, SecondStepNeeded
 from lbauth.core.accounts.sessions import API, SignedIn
 from lbauth.core.fields import require
 from lbauth.core.oauth.authorizations import Authorization
-from lbauth.errors import ValidationFailed
+from lbauth.errors import MfaEnrolmentRequired, ValidationFailed
 from lbauth.handlers.account_json import account_deleted_json, ended_session_json, listed_session_json, profile_json
 from lbauth.handlers.base import BaseHandler, CorsHandler
 from lbauth.storage.records import Change
@@ -22,19 +22,30 @@ PROFILE_FIELDS = {"name": "name", "avatar": "avatar", "bio": "bio", "interestTag
 
 class LoginHandler(BaseHandler):
     """POST /api/auth/login {email, password} -> {token, expiresIn}: a `lba_ut_` user token, an
-    `api` session (contract 16)."""
+    `api` session (contract 16); for a user with a second factor {mfaRequired, mfaToken, methods}
+    instead (contract 19), to finish at POST /api/auth/login/mfa."""
 
     async def post(self) -> None:
         email, password = strings(self.json_body(), "email", "password")
         self.limit_login(email)
-        session = await self.services.accounts.sign_in(email, password, kind=API, user_agent=self.user_agent(),
-                                                       ip_address=self.request.remote_ip or "")
-        self.send_data({"token": session.token, "expiresIn": session.expires_in})
+        result = await self.services.accounts.sign_in(email, password, kind=API, user_agent=self.user_agent(),
+                                                      ip_address=self.request.remote_ip or "")
+        if isinstance(result, SecondStepNeeded):
+            self.send_data({"mfaRequired": True, "mfaToken": result.mfa_token, "methods": result.methods})
+        else:
+            self.send_data({"token": result.token, "expiresIn": result.expires_in})
 
 
 class UserTokenHandler(BaseHandler):
+    # LBAUTH_MFA=required: may a user without a second factor call this? Only what enrols one.
+    open_before_enrolment = False
+
     async def signed_in(self) -> SignedIn:
-        return await self.services.accounts.sessions.check(self.bearer_token())
+        me = await self.services.accounts.sessions.check(self.bearer_token())
+        if (self.services.settings.mfa == "required" and not me.user.mfa
+                and not type(self).open_before_enrolment):
+            raise MfaEnrolmentRequired()
+        return me
 
 
 class LogoutHandler(UserTokenHandler):

@@ -14,8 +14,9 @@ import tornado.web
 
 from lbauth.clock import iso
 from lbauth.core import urls
+from lbauth.core.accounts.accounts import NewSession, SecondStepNeeded
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
-from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, ValidationFailed
+from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, MfaFailed, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 from lbauth.storage.records import App, User
 
@@ -208,11 +209,19 @@ class LoginPage(PageHandler):
         app = await self.allow_next(next_url)
         redirect_allowed = self.allows_redirect
         try:
-            session = await s.accounts.sign_in(form.get("email", ""), form.get("password", ""), kind=BROWSER,
-                                               user_agent=self.user_agent(), ip_address=self.request.remote_ip or "")
+            result = await s.accounts.sign_in(form.get("email", ""), form.get("password", ""), kind=BROWSER,
+                                              user_agent=self.user_agent(), ip_address=self.request.remote_ip or "")
         except (LoginFailed, ValidationFailed) as exc:
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320], app=app)
             return
+        if isinstance(result, SecondStepNeeded):  # no session on the password alone (contract 19)
+            self.render_page("login_mfa.html", next_url=next_url, mfa_token=result.mfa_token,
+                             methods=result.methods, method=None, error=None)
+            return
+        await self.signed_in_with(result, next_url, redirect_allowed)
+
+    async def signed_in_with(self, session: NewSession, next_url: str, redirect_allowed: bool) -> None:
+        s = self.services
         if self.session is not None:  # signing in again (prompt=login, max_age) ends the old browser session
             await s.accounts.sign_out(self.session)
         self.start_session(session.token)
@@ -234,6 +243,34 @@ class LoginPage(PageHandler):
         app, redirect_uri = found
         self.allows_redirect = self.allow_form_to(redirect_uri)
         return app
+
+
+class LoginMfaPage(LoginPage):
+    """POST {auth_url}/login/mfa: the second step of a browser sign-in (contract 19): the pending
+    step's token and a TOTP or recovery code, then the session cookie, as /login does."""
+
+    async def get(self) -> None:
+        self.redirect("/login", status=303)
+
+    async def post(self) -> None:
+        form = self.form()
+        next_url = safe_next(form.get("next"))
+        await self.allow_next(next_url)
+        redirect_allowed = self.allows_redirect
+        mfa_token, method = form.get("mfaToken", ""), form.get("method", "")
+        try:
+            session = await self.services.factors.complete_sign_in(
+                mfa_token, method, form.get("code", ""), kind=BROWSER, user_agent=self.user_agent(),
+                ip_address=self.request.remote_ip or "")
+        except (MfaFailed, ValidationFailed) as exc:
+            methods = await self.services.factors.pending_methods(mfa_token)
+            if methods is None:  # the step is gone (used or expired): sign in again
+                self.login_form(next_url, status=401, error="This sign-in has expired; sign in again.")
+                return
+            self.render_page("login_mfa.html", status=401, next_url=next_url, mfa_token=mfa_token, methods=methods,
+                             method=method, error=exc.message)
+            return
+        await self.signed_in_with(session, next_url, redirect_allowed)
 
 
 class HomePage(PageHandler):

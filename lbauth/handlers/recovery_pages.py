@@ -11,7 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from lbauth.core.accounts.recovery import return_address
-from lbauth.errors import LbauthError, LinkInvalid, LoginFailed, MailOff, PasswordWeak, ResetInvalid, ValidationFailed
+from lbauth.errors import (
+    LbauthError,
+    LinkInvalid,
+    LoginFailed,
+    MailOff,
+    MfaFailed,
+    PasswordWeak,
+    ResetInvalid,
+    ValidationFailed,
+)
 from lbauth.handlers.account_pages import ACCOUNT, PASSWORDS_DIFFER
 from lbauth.handlers.pages import PageHandler, signed_in
 
@@ -117,8 +126,11 @@ class ResetPasswordPage(MailPage):
     """GET {auth_url}/password/reset?token=lba_pr_...: the new-password form, for a live link;
     POST: the new password (twice), and the link is used."""
 
-    def show(self, token: str, status: int = 200, errors: dict[str, str] | None = None) -> None:
-        self.render_page("reset_password.html", status=status, token=token, errors=errors or {})
+    def show(self, token: str, status: int = 200, errors: dict[str, str] | None = None,
+             second_step: bool = False) -> None:
+        """`second_step`: the account has a second factor; the form asks for a code too."""
+        self.render_page("reset_password.html", status=status, token=token, errors=errors or {},
+                         second_step=second_step)
 
     async def get(self) -> None:
         token = self.get_query_argument("token", "")
@@ -130,8 +142,9 @@ class ResetPasswordPage(MailPage):
     async def post(self) -> None:
         form = self.form()
         token = form.get("token", "")
+        second_step = "method" in form
         if form.get("new_password", "") != form.get("confirm_password", ""):
-            self.show(token, 400, {"confirm_password": PASSWORDS_DIFFER})
+            self.show(token, 400, {"confirm_password": PASSWORDS_DIFFER}, second_step)
             return
         self.services.rate_limits.hit("reset-address", self.request.remote_ip or "")
         try:
@@ -140,7 +153,11 @@ class ResetPasswordPage(MailPage):
             self.link_refused(exc)
             return
         except (PasswordWeak, ValidationFailed) as exc:
-            self.show(token, 400, {"new_password": exc.message})
+            self.show(token, 400, {"new_password": exc.message}, second_step)
+            return
+        except MfaFailed as exc:  # the account has a second factor: the form asks for a code
+            self.show(token, 401, {"code": exc.message if second_step else "This account has a second factor: "
+                                   "enter a code from your authenticator app, or a recovery code."}, True)
             return
         if self.session is not None:  # ended with every other session: this cookie no longer works
             self.clear_cookie("lbauth_session")

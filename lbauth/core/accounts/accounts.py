@@ -16,8 +16,9 @@ from typing import Any, TypedDict
 
 from lbauth import errors
 from lbauth.clock import Clock
-from lbauth.core.accounts import passwords
+from lbauth.core.accounts import links, passwords
 from lbauth.core.accounts.cache import AccountCache
+from lbauth.core.accounts.links import LinkKind
 from lbauth.core.accounts.sessions import (
     API,
     EndedSession,
@@ -36,6 +37,7 @@ from lbauth.storage.db import Database
 from lbauth.storage.records import User
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import changes as changes_repo
+from lbauth.storage.repo import factors as factors_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import sessions as sessions_repo
 from lbauth.storage.repo import users as repo
@@ -49,6 +51,14 @@ class NewSession:
     token: str
     expires_in: int
     session_id: str
+
+
+@dataclass(frozen=True)
+class SecondStepNeeded:
+    """The password was right, but the user has a second factor (contract 19): no session yet,
+    only the pending step's token (`lba_mt_`, 5 minutes, single use) and the methods they have."""
+    mfa_token: str
+    methods: list[str]
 
 
 class AccountStatus(StrEnum):
@@ -99,9 +109,10 @@ def checked_profile(changes: ProfileChanges, user: User) -> dict[str, Any]:
 
 async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: str, *, kind: str = API,
                   user_agent: str = "", ip_address: str = "",
-                  cost: passwords.Cost = passwords.DEFAULT_COST) -> NewSession:
+                  cost: passwords.Cost = passwords.DEFAULT_COST) -> NewSession | SecondStepNeeded:
     """Check the password and open a session; the same answer for a wrong email or password, and
-    for a disabled or deleted account (contract 16)."""
+    for a disabled or deleted account (contract 16). A user with a second factor gets a pending
+    step instead (contract 19): their factors are read only then, after the password was right."""
     try:
         email = normalize_email(email)
     except errors.ValidationFailed:
@@ -111,9 +122,20 @@ async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: st
         raise errors.LoginFailed()
     if user is None or not user.active:
         raise errors.LoginFailed()
+    if user.mfa:
+        return await _pending_second_step(db, clock, user)
     token, session = await open_session(db, clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
                                         ip_address=ip_address)
     return NewSession(token, ttl, session.id)
+
+
+async def _pending_second_step(db: Database, clock: Clock, user: User) -> SecondStepNeeded:
+    now = int(clock.now())
+
+    def work(conn: Connection) -> SecondStepNeeded:
+        methods: list[str] = [m for m in ("totp", "recovery_code") if m in factors_repo.methods_of(conn, user.id)]
+        return SecondStepNeeded(links.issue(conn, LinkKind.MFA, email=user.email, user_id=user.id, now=now), methods)
+    return await db.transaction(work)
 
 
 class Accounts:
@@ -130,7 +152,8 @@ class Accounts:
 
     # ---- signing in and out ----------------------------------------------------------------------
 
-    async def sign_in(self, email: str, password: str, *, kind: str, user_agent: str, ip_address: str) -> NewSession:
+    async def sign_in(self, email: str, password: str, *, kind: str, user_agent: str,
+                      ip_address: str) -> NewSession | SecondStepNeeded:
         return await sign_in(self.db, self.clock, self.settings.user_token_ttl, email, password, kind=kind,
                              user_agent=user_agent, ip_address=ip_address, cost=self.settings.argon2)
 
@@ -252,6 +275,8 @@ class Accounts:
                     grant_ids.append(grant.id)
             end_all(conn, user.id, now)
             sessions_repo.erase_details(conn, user.id)
+            factors_repo.delete_totp(conn, user.id)  # the TOTP secret is gone with the account
+            factors_repo.delete_codes(conn, user.id)
             if not repo.erase(conn, user.id, now):
                 raise errors.UserNotFound()
             announce_user_changed(conn, user.id, now)

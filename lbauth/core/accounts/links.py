@@ -2,7 +2,8 @@
 link's purpose, stored only as a SHA-256 digest, compared in constant time, single use.
 
 Sign-up and email links live a day; a reset link 30 minutes, and a newer reset request voids the
-older links of its user.
+older links of its user. The same table holds the pending second step of a sign-in (`lba_mt_`,
+5 minutes, single use), which is never emailed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class LinkKind(StrEnum):
     VERIFY = "verify"
     EMAIL_CHANGE = "email_change"
     RESET = "reset"
+    MFA = "mfa"  # not emailed: the pending second step of a sign-in (contract 19)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ KINDS = {
     LinkKind.VERIFY: Kind(opaque.VERIFY_LINK, 86400, "/email/verify"),
     LinkKind.EMAIL_CHANGE: Kind(opaque.EMAIL_CHANGE_LINK, 86400, "/email/confirm"),
     LinkKind.RESET: Kind(opaque.RESET_LINK, 1800, "/password/reset"),
+    LinkKind.MFA: Kind(opaque.MFA_TOKEN, 300, "/login/mfa"),
 }
 
 

@@ -71,9 +71,10 @@ def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None =
 
 
 async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int, user_agent: str = "",
-                       ip_address: str = "") -> tuple[str, Session]:
+                       ip_address: str = "", amr: str = "pwd") -> tuple[str, Session]:
     """A new session for a user who just proved who they are (`user` as read before the password
-    was checked): its credential (shown once) and the session. LoginFailed when the account was
+    was checked) with what `amr` says (RFC 8176 values, space-separated): its credential (shown
+    once) and the session. LoginFailed when the account was
     disabled, deleted or given a new password meanwhile: the session that change ended would
     otherwise be opened after it (and work again after `enable`)."""
     token = opaque.new_secret(opaque.USER_TOKEN)
@@ -81,7 +82,7 @@ async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl
     session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
                       created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
                       user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64],
-                      authenticated_at=now)
+                      authenticated_at=now, amr=amr)
     if not await db.transaction(repo.insert_if_user_unchanged, session, user.password_hash):
         raise errors.LoginFailed()
     return token, session

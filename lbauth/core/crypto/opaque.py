@@ -26,6 +26,8 @@ SIGNUP_LINK = "lba_su_"
 VERIFY_LINK = "lba_ev_"
 EMAIL_CHANGE_LINK = "lba_ec_"
 RESET_LINK = "lba_pr_"
+# The pending second step of a sign-in (contract 19): 5 minutes, single use.
+MFA_TOKEN = "lba_mt_"  # noqa: S105
 
 
 def new_secret(prefix: str) -> str:

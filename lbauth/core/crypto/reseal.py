@@ -11,11 +11,13 @@ from lbauth.core.accounts.links import payload_purpose
 from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.keys import signing_key_purpose
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys, require_keys
+from lbauth.core.factors.factors import totp_purpose
 from lbauth.core.mail.outbox import letter_purpose, params_purpose
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import factors as factors_repo
 from lbauth.storage.repo import keys as keys_repo
 from lbauth.storage.repo import links as links_repo
 from lbauth.storage.repo import mail as mail_repo
@@ -36,6 +38,7 @@ SEALED = (
     SealedKind(mail_repo.sealed_params, mail_repo.reseal_params, params_purpose),
     SealedKind(mail_repo.sealed_letters, mail_repo.reseal_letter, letter_purpose),
     SealedKind(links_repo.sealed_payloads, links_repo.reseal_payload, payload_purpose),
+    SealedKind(factors_repo.sealed_secrets, factors_repo.reseal_secret, totp_purpose),
 )
 
 

@@ -1,0 +1,308 @@
+"""A user's second factors (contract 19): enrolling, confirming and removing a TOTP authenticator,
+recovery codes, and the second step of a sign-in and of a password reset.
+
+A second step is checked inside one transaction with what it uses: a TOTP code moves the
+authenticator's `last_step` forward with a conditional UPDATE and a recovery code is marked used
+with one (`... WHERE used_at IS NULL`), so two concurrent uses of one code never both pass, on
+either database. Wrong second steps are limited per account (`mfa-account`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from lbauth import errors
+from lbauth.clock import Clock
+from lbauth.core.accounts import links
+from lbauth.core.accounts.accounts import NewSession
+from lbauth.core.accounts.letters import letter
+from lbauth.core.accounts.links import LinkKind
+from lbauth.core.accounts.sessions import Sessions, SignedIn, announce_user_changed, end_all, open_session
+from lbauth.core.accounts.users import normalize_email
+from lbauth.core.crypto.masterkey import MasterKeys
+from lbauth.core.factors import recovery_codes, totp
+from lbauth.core.mail import outbox
+from lbauth.core.mail.outbox import Composer, Letter, MailRequest
+from lbauth.core.ratelimit import RateLimiter
+from lbauth.settings import Settings
+from lbauth.storage import Connection
+from lbauth.storage.db import Database
+from lbauth.storage.records import User
+from lbauth.storage.repo import changes as changes_repo
+from lbauth.storage.repo import factors as repo
+from lbauth.storage.repo import links as links_repo
+from lbauth.storage.repo import users as users_repo
+
+RECENT_SIGN_IN = 300  # seconds: removing a factor or regenerating codes needs a sign-in this recent
+AMR_OTP = "pwd otp mfa"  # RFC 8176 2: password, then a one-time password (TOTP or a recovery code)
+LIMIT = "mfa-account"
+
+# The notices this module writes to the mail outbox, and composes.
+FACTOR_ADDED = "factor_added_notice"
+FACTOR_REMOVED = "factor_removed_notice"
+RECOVERY_CODE_USED = "recovery_code_used_notice"
+
+
+class Method(StrEnum):
+    TOTP = "totp"
+    RECOVERY_CODE = "recovery_code"
+
+
+def totp_purpose(user_id: str) -> str:
+    """A user's TOTP secret opens only in their row."""
+    return f"totp secret {user_id}"
+
+
+@dataclass(frozen=True)
+class Enrolment:
+    secret: str  # base32, shown once for typing into an app
+    otpauth_uri: str
+    qr_svg: str
+
+
+@dataclass(frozen=True)
+class Security:
+    totp: bool
+    recovery_codes_left: int
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    recovery_codes: list[str] | None  # shown once: only when this is the user's first factor
+
+
+@dataclass(frozen=True)
+class FactorsReset:
+    user_id: str
+    email: str
+
+
+class Factors:
+    """The use cases of second factors. `master_keys` is a callable: keys are reloaded on rotation."""
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings, master_keys: Callable[[], MasterKeys],
+                 sessions: Sessions, limiter: RateLimiter) -> None:
+        self.db, self.clock, self.settings, self.master_keys = db, clock, settings, master_keys
+        self.sessions, self.limiter = sessions, limiter
+        self.site = urlsplit(settings.auth_url).netloc or settings.auth_url
+
+    # ---- what the user has -----------------------------------------------------------------------
+
+    async def security(self, user: User) -> Security:
+        def work(conn: Connection) -> Security:
+            found = repo.totp_of(conn, user.id)
+            return Security(found is not None and found[1] is not None, repo.codes_left(conn, user.id))
+        return await self.db.read(work)
+
+    # ---- TOTP ------------------------------------------------------------------------------------
+
+    async def enrol_totp(self, user: User) -> Enrolment:
+        """A new, unconfirmed authenticator (replacing an unconfirmed one); TotpExists when a
+        confirmed one is set up."""
+        secret, keys, now = totp.new_secret(), self.master_keys(), int(self.clock.now())
+        sealed = keys.seal(secret.encode(), totp_purpose(user.id))
+        if not await self.db.transaction(repo.put_unconfirmed_totp, user.id, sealed, now):
+            raise errors.TotpExists()
+        uri = totp.otpauth_uri(secret, user.email)
+        return Enrolment(secret, uri, totp.qr_svg(uri))
+
+    async def confirm_totp(self, user: User, code: object) -> Confirmed:
+        """The first code from the app confirms it; ten recovery codes come with the first factor."""
+        self.limiter.check(LIMIT, user.id)
+        now, keys = int(self.clock.now()), self.master_keys()
+        codes = recovery_codes.new_codes()
+
+        def work(conn: Connection) -> Confirmed | None:
+            found = repo.totp_of(conn, user.id)
+            if found is None or found[1] is not None:
+                raise errors.TotpNotFound()
+            step = totp.matching_step(keys.open(found[0], totp_purpose(user.id)).decode(), _text(code), now)
+            if step is None or not repo.use_step(conn, user.id, step, confirm_at=now):
+                return None
+            first = not _has_mfa(conn, user.id)
+            if first:
+                repo.replace_codes(conn, user.id, [recovery_codes.digest(c) for c in codes], now)
+            self._mfa_changed(conn, user.id, True, now)
+            outbox.queue(conn, keys, kind=FACTOR_ADDED, recipient=user.email, params={"factor": "totp"}, now=now)
+            return Confirmed(codes if first else None)
+        confirmed = await self.db.transaction(work)
+        if confirmed is None:
+            self.limiter.hit(LIMIT, user.id)
+            raise errors.MfaFailed("The code is wrong; enter the current code from your authenticator app.")
+        await self.sessions.learn_now()
+        return confirmed
+
+    async def remove_totp(self, signed_in: SignedIn) -> None:
+        """Needs a recent sign-in; the last factor gone, the recovery codes go too."""
+        self.require_recent(signed_in)
+        user, now, keys = signed_in.user, int(self.clock.now()), self.master_keys()
+
+        def work(conn: Connection) -> None:
+            if not repo.delete_totp(conn, user.id):
+                raise errors.TotpNotFound()
+            repo.delete_codes(conn, user.id)  # TOTP is the only factor so far: none is left
+            self._mfa_changed(conn, user.id, False, now)
+            outbox.queue(conn, keys, kind=FACTOR_REMOVED, recipient=user.email, params={"factor": "totp"}, now=now)
+        await self.db.transaction(work)
+        await self.sessions.learn_now()
+
+    # ---- recovery codes --------------------------------------------------------------------------
+
+    async def regenerate_codes(self, signed_in: SignedIn) -> list[str]:
+        """Ten new codes, the old ones void; only for a user with a second factor."""
+        self.require_recent(signed_in)
+        user, now, codes = signed_in.user, int(self.clock.now()), recovery_codes.new_codes()
+
+        def work(conn: Connection) -> None:
+            if not _has_mfa(conn, user.id):
+                raise errors.TotpNotFound("Set up a second factor first: recovery codes come with it.")
+            repo.replace_codes(conn, user.id, [recovery_codes.digest(c) for c in codes], now)
+        await self.db.transaction(work)
+        return codes
+
+    def require_recent(self, signed_in: SignedIn) -> None:
+        if signed_in.session.authenticated_at < self.clock.now() - RECENT_SIGN_IN:
+            raise errors.ReauthenticationRequired()
+
+    # ---- the second step -------------------------------------------------------------------------
+
+    def _prove(self, conn: Connection, user: User, method: object, code: object, now: int,
+               keys: MasterKeys) -> bool:
+        """Inside the caller's transaction: is `code` a right, unused second step of `method`? It is
+        then used up (a TOTP step, or a recovery code with its notice queued)."""
+        if method == Method.TOTP:
+            found = repo.totp_of(conn, user.id)
+            if found is None or found[1] is None:
+                return False
+            step = totp.matching_step(keys.open(found[0], totp_purpose(user.id)).decode(), _text(code), now)
+            return step is not None and repo.use_step(conn, user.id, step)
+        if method == Method.RECOVERY_CODE:
+            normal = recovery_codes.normalized(code)
+            if normal is None or not repo.use_code(conn, user.id, recovery_codes.digest(normal), now):
+                return False
+            outbox.queue(conn, keys, kind=RECOVERY_CODE_USED, recipient=user.email,
+                         params={"left": repo.codes_left(conn, user.id)}, now=now)
+            return True
+        raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
+
+    async def complete_sign_in(self, mfa_token: object, method: object, code: object, *, kind: str,
+                               user_agent: str = "", ip_address: str = "") -> NewSession:
+        """The second step of a sign-in (POST /api/auth/login/mfa, the sign-in page): the pending
+        step's token, used once, and a right code open the session, with `amr` "pwd otp mfa"."""
+        if method not in (Method.TOTP, Method.RECOVERY_CODE):
+            raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
+        now, keys = int(self.clock.now()), self.master_keys()
+        pending = await self.db.read(lambda conn: links.find(conn, LinkKind.MFA, mfa_token, now))
+        if pending is None or pending.user_id is None:
+            raise errors.MfaFailed()
+        self.limiter.check(LIMIT, pending.user_id)
+
+        def work(conn: Connection) -> User | None:
+            user = users_repo.by_id(conn, pending.user_id or "")
+            if user is None or not user.active:
+                raise errors.MfaFailed()
+            if not self._prove(conn, user, method, code, now, keys):
+                return None
+            if not links_repo.use(conn, pending.token_hash, now):
+                raise errors.MfaFailed()  # used meanwhile by a concurrent request
+            return user
+        user = await self.db.transaction(work)
+        if user is None:
+            self.limiter.hit(LIMIT, pending.user_id)
+            raise errors.MfaFailed()
+        ttl = self.settings.user_token_ttl
+        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
+                                            ip_address=ip_address, amr=AMR_OTP)
+        return NewSession(token, ttl, session.id)
+
+    async def pending_methods(self, mfa_token: object) -> list[str] | None:
+        """The methods of a live pending step (the sign-in page shows them again after a wrong
+        code), or None when it is unknown, used or expired."""
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> list[str] | None:
+            pending = links.find(conn, LinkKind.MFA, mfa_token, now)
+            if pending is None or pending.user_id is None:
+                return None
+            have = repo.methods_of(conn, pending.user_id)
+            return [m.value for m in Method if m.value in have]
+        return await self.db.read(work)
+
+    async def demand(self, user: User, answer: Mapping[str, Any]) -> None:
+        """recovery.SecondStep: a password reset of a user with a second factor needs a right code
+        (contract 18), under the same single-use and rate rules as a sign-in."""
+        if not user.mfa:
+            return
+        method, code = answer.get("method"), answer.get("code")
+        if method is None or code is None:
+            raise errors.MfaFailed("This account has a second factor: give a code from your authenticator app "
+                                   "(method totp) or a recovery code (method recovery_code).")
+        if method not in (Method.TOTP, Method.RECOVERY_CODE):
+            raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
+        self.limiter.check(LIMIT, user.id)
+        now, keys = int(self.clock.now()), self.master_keys()
+        if not await self.db.transaction(self._prove, user, method, code, now, keys):
+            self.limiter.hit(LIMIT, user.id)
+            raise errors.MfaFailed()
+
+    # ---- operators -------------------------------------------------------------------------------
+
+    async def reset(self, email: str) -> FactorsReset:
+        """`lbauth users reset-factors`: every factor and recovery code gone, every session ended."""
+        user = await self.db.read(users_repo.by_email, normalize_email(email))
+        if user is None or user.deleted_at is not None:
+            raise errors.UserNotFound()
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> None:
+            repo.delete_totp(conn, user.id)
+            repo.delete_codes(conn, user.id)
+            links.void_older(conn, user.id, LinkKind.MFA, now)
+            end_all(conn, user.id, now)
+            self._mfa_changed(conn, user.id, False, now)
+        await self.db.transaction(work)
+        await self.sessions.learn_now()
+        return FactorsReset(user.id, user.email)
+
+    def _mfa_changed(self, conn: Connection, user_id: str, mfa: bool, now: int) -> None:
+        repo.set_mfa(conn, user_id, mfa)
+        announce_user_changed(conn, user_id, now)  # processes forget the cached user (its `mfa`)
+        changes_repo.notify(conn)
+
+    # ---- notices ---------------------------------------------------------------------------------
+
+    def composers(self) -> dict[str, Composer]:
+        return {FACTOR_ADDED: self.compose_added, FACTOR_REMOVED: self.compose_removed,
+                RECOVERY_CODE_USED: self.compose_code_used}
+
+    async def compose_added(self, request: MailRequest) -> Letter | None:
+        return letter(site=self.site, subject=f"A second factor was added to your account at {self.site}",
+                      paragraphs=["An authenticator app was set up as a second step for signing in to your account.",
+                                  "If this was not you, reset your password and contact the site's operators."])
+
+    async def compose_removed(self, request: MailRequest) -> Letter | None:
+        return letter(site=self.site, subject=f"A second factor was removed from your account at {self.site}",
+                      paragraphs=["The authenticator app of your account was removed: signing in now needs only "
+                                  "your password.",
+                                  "If this was not you, reset your password and contact the site's operators."])
+
+    async def compose_code_used(self, request: MailRequest) -> Letter | None:
+        left = int(request.params.get("left", 0))
+        return letter(site=self.site, subject=f"A recovery code of your account at {self.site} was used",
+                      paragraphs=[f"One of your recovery codes was just used to sign in; {left} are left. "
+                                  "Each works only once.",
+                                  "If this was not you, reset your password, regenerate your recovery codes and "
+                                  "contact the site's operators."])
+
+
+def _has_mfa(conn: Connection, user_id: str) -> bool:
+    user = users_repo.by_id(conn, user_id)
+    return user is not None and user.mfa
+
+
+def _text(code: object) -> str:
+    return code.strip().replace(" ", "") if isinstance(code, str) else ""

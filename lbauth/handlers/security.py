@@ -1,0 +1,65 @@
+"""Second factors over the API (contract 19): the sign-in's second step, and the user's TOTP
+authenticator and recovery codes (Bearer user token)."""
+
+from __future__ import annotations
+
+from lbauth.core.accounts.sessions import API
+from lbauth.handlers.account import UserTokenHandler, strings
+from lbauth.handlers.base import BaseHandler
+
+
+class LoginMfaHandler(BaseHandler):
+    """POST /api/auth/login/mfa {mfaToken, method, code} -> {token, expiresIn}."""
+
+    async def post(self) -> None:
+        mfa_token, method, code = strings(self.json_body(), "mfaToken", "method", "code")
+        session = await self.services.factors.complete_sign_in(mfa_token, method, code, kind=API,
+                                                               user_agent=self.user_agent(),
+                                                               ip_address=self.request.remote_ip or "")
+        self.send_data({"token": session.token, "expiresIn": session.expires_in})
+
+
+class SecurityHandler(UserTokenHandler):
+    """GET /api/account/security -> {passkeys, totp, recoveryCodesLeft}."""
+    open_before_enrolment = True
+
+    async def get(self) -> None:
+        me = await self.signed_in()
+        security = await self.services.factors.security(me.user)
+        self.send_data({"passkeys": [], "totp": security.totp, "recoveryCodesLeft": security.recovery_codes_left})
+
+
+class TotpHandler(UserTokenHandler):
+    """POST /api/account/security/totp: a new authenticator to confirm; DELETE removes it (a recent
+    sign-in needed)."""
+    open_before_enrolment = True
+
+    async def post(self) -> None:
+        me = await self.signed_in()
+        enrolment = await self.services.factors.enrol_totp(me.user)
+        self.send_data({"secret": enrolment.secret, "otpauthUri": enrolment.otpauth_uri, "qrSvg": enrolment.qr_svg})
+
+    async def delete(self) -> None:
+        await self.services.factors.remove_totp(await self.signed_in())
+        self.send_data({"totp": False})
+
+
+class TotpConfirmHandler(UserTokenHandler):
+    """POST /api/account/security/totp/confirm {code} -> {totp: true[, recoveryCodes]}."""
+    open_before_enrolment = True
+
+    async def post(self) -> None:
+        me = await self.signed_in()
+        (code,) = strings(self.json_body(), "code")
+        confirmed = await self.services.factors.confirm_totp(me.user, code)
+        data: dict[str, object] = {"totp": True}
+        if confirmed.recovery_codes is not None:
+            data["recoveryCodes"] = confirmed.recovery_codes
+        self.send_data(data)
+
+
+class RecoveryCodesHandler(UserTokenHandler):
+    """POST /api/account/security/recovery-codes -> {recoveryCodes}: ten new ones, the old ones void."""
+
+    async def post(self) -> None:
+        self.send_data({"recoveryCodes": await self.services.factors.regenerate_codes(await self.signed_in())})
