@@ -16,7 +16,18 @@ from lbauth.core.accounts import links
 from lbauth.core.accounts.links import LinkKind
 from lbauth.core.mail import outbox
 from tests.conftest import TestServer, running_server
-from tests.flow_helpers import PageSession, front_params, full_setup, oauth_url
+from tests.flow_helpers import (
+    REGISTERED_URI,
+    PageSession,
+    Setup,
+    code_for,
+    exchange,
+    front_params,
+    full_setup,
+    oauth_url,
+    refresh,
+)
+from tests.support import unverified_claims
 from tests.test_secrets_at_rest import _bytes_at_rest
 
 PASSWORD = "correct horse battery"
@@ -279,3 +290,27 @@ async def test_with_mfa_required_a_user_without_a_factor_must_enrol_first(tmp_pa
                                   json={"code": oathtool(secret, srv.clock.now())})
         assert r.status == 200, r.text
         assert (await srv.client.get("/api/account/profile", bearer=token)).status == 200
+
+
+async def test_tokens_after_a_second_step_say_so_and_a_refresh_keeps_it(server):
+    """The session's amr goes into the code, the access token, the ID token and every refresh:
+    acr urn:lbauth:acr:mfa (RFC 8176, RFC 9068 2.2.1), what a resource service demanding it checks."""
+    srv = server
+    user, _, secret, _ = await enrolled(srv)
+    step = await password_step(srv, user)
+    done = await second_step(srv, step["mfaToken"], "totp", oathtool(secret, srv.clock.now()))
+    assert done.status == 200, done.text
+    signed_in_at = int(srv.clock.now())
+    app = await srv.create_app(user["email"], redirect_uris=[REGISTERED_URI])
+    setup = Setup(user=user, token=done.data["token"], app=app)
+    srv.clock.advance(10)
+    code = await code_for(srv, setup, scope=("openid", "userinfo"))
+    r = await exchange(srv, code, setup.redirect_uri, setup.client_id, setup.client_secret)
+    assert r.status == 200, r.text
+    for token in (r.data["accessToken"], r.data["idToken"]):
+        claims = unverified_claims(token)
+        assert (claims["amr"], claims["acr"], claims["auth_time"]) == (
+            ["pwd", "otp", "mfa"], "urn:lbauth:acr:mfa", signed_in_at)
+    again = await refresh(srv, r.data["refreshToken"], setup.client_id, setup.client_secret)
+    assert again.status == 200, again.text
+    assert unverified_claims(again.data["accessToken"])["acr"] == "urn:lbauth:acr:mfa"
