@@ -65,8 +65,8 @@ class TokenError(Exception):
         401 names the metadata URL and the handler's scopes (with `error="invalid_token"` when a
         token was sent), a 403 `insufficient_scope` with the scopes it needs, so that a client can
         discover the authorization server and step up (RFC 9728 5.1, RFC 6750 3). A sign-in that
-        falls short gets the RFC 9470 3 challenge plus the metadata URL, and no `scope`: the token's
-        scopes were enough, and a client that asks for a challenge's scope alone must not narrow them."""
+        falls short gets the RFC 9470 3 challenge plus the metadata URL, and no `scope`: RFC 9470 3
+        adds one when scopes are lacking too, and they were not (that is answered 403 first)."""
         if resource_metadata is None:
             return self.challenge
         scope = " ".join([scopes] if isinstance(scopes, str) else scopes)
