@@ -452,6 +452,11 @@ async def test_verify_step_up_requirements_and_backward_compatibility(server, ve
                                f'error_description="{WEAK}", acr_values="urn:lbauth:acr:pwd"')
 
     assert verifier.verify(password, acr_values=["urn:lbauth:acr:pwd"]).acr == "urn:lbauth:acr:pwd"
+    # A token from the real flow (a password sign-in) says so, and is judged the same way.
+    real, _ = await claims_of(server)
+    assert verifier.verify(real, acr_values=["urn:lbauth:acr:pwd"], max_age=60).amr == ("pwd",)
+    with pytest.raises(TokenError):
+        verifier.verify(real, acr_values=["phr"])
     # Listing `phr` does not make a weaker value acceptable, and a stronger one is not implied either.
     with pytest.raises(TokenError):
         verifier.verify(await signed_in_with(server, PASSKEY), acr_values=["urn:lbauth:acr:mfa"])
