@@ -23,6 +23,8 @@
   refreshes (a public client's refresh token rotates); for a public client, a retired refresh token
   brought back within 10 s gets `invalid_grant` and the SDK authorizes again; the user revokes the app
   and the MCP server refuses the token within 5 s (the Verifier polls the revocation feed every 0.5 s).
+- A tool that demands a passkey sign-in (`forget_memory`, `acr_values` `phr`): the example's layer answers a
+  token from a weaker sign-in 401 with the RFC 9470 challenge, and the tool runs for a passkey sign-in.
 - Without `mcp` (or Playwright and Chromium) the test is skipped with the reason, except under CI=true.
 """
 
@@ -470,3 +472,52 @@ async def test_an_unreachable_lbauth_is_a_server_error_not_a_new_authorization()
         await mcp.stop()
     assert answer.status_code == 500, (answer.status_code, answer.headers)
     assert "www-authenticate" not in answer.headers
+
+
+async def test_forgetting_agent_memory_asks_for_a_passkey_sign_in(server):
+    """The example's `forget_memory` demands a passkey sign-in (RFC 9470): a `tools/call` with a token from a
+    password or TOTP sign-in gets 401 `insufficient_user_authentication` with `acr_values="phr"` and the
+    resource metadata (what an MCP client sees), while other tools keep working with that token; a token
+    that lacks the tool's scope still gets the 403 scope challenge; a passkey sign-in's token runs the tool."""
+    require_mcp()
+    from tests.test_verify import PASSKEY, PASSWORD, TOTP, claims_of, sign
+
+    mcp = McpServer(server.url)
+    mcp.verifier = Verifier(server.url, audience=mcp.url, clock=server.clock.now, poll_seconds=0.5)
+    _, real = await claims_of(server)
+
+    def token(sign_in: dict, scope: str = "chat.read agent_memory") -> str:
+        return sign(server, {**real, **sign_in, "aud": mcp.url, "scope": scope, "auth_time": int(server.clock.now())})
+
+    async def call(access_token: str, tool: str) -> httpx2.Response:
+        async with httpx2.AsyncClient(timeout=5) as http:
+            return await http.post(mcp.url, headers={"Authorization": f"Bearer {access_token}",
+                                                     "Accept": "application/json, text/event-stream"},
+                                   json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                         "params": {"name": tool, "arguments": {}}})
+
+    await mcp.start()
+    try:
+        description = "This resource needs a stronger sign-in than the access token's."
+        for weaker in (PASSWORD, TOTP):
+            refused = await call(token(weaker), "forget_memory")
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["www-authenticate"] == (
+                f'Bearer error="insufficient_user_authentication", error_description="{description}", '
+                f'acr_values="phr", resource_metadata="{mcp.metadata_url}"')
+            assert refused.json() == {"error": "insufficient_user_authentication", "error_description": description}
+        no_scope = await call(token(PASSKEY, scope="chat.read"), "forget_memory")
+        assert no_scope.status_code == 403
+        assert no_scope.headers["www-authenticate"] == (
+            f'Bearer error="insufficient_scope", scope="chat.read agent_memory", '
+            f'resource_metadata="{mcp.metadata_url}"')
+
+        for sign_in, tool, expected in ((PASSWORD, "whoami", {"sub": real["sub"], "appScopedUserId": real["asu"]}),
+                                        (PASSKEY, "forget_memory", {"forgotten": "agent memory", "sub": real["sub"]})):
+            headers = {"Authorization": f"Bearer {token(sign_in)}"}
+            async with httpx2.AsyncClient(timeout=5, headers=headers) as http:
+                async with Client(streamable_http_client(mcp.url, http_client=http)) as client:
+                    result = await client.call_tool(tool, {})
+            assert not result.is_error and result.structured_content == expected, result
+    finally:
+        await mcp.stop()

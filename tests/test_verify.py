@@ -1,16 +1,19 @@
 """lbauth.verify for resource services (contract section 9): discovery, caching, the refusals of
-contract section 6, revocations within 5 s, unknown kids, and the Tornado decorator."""
+contract section 6, revocations within 5 s, unknown kids, the Tornado decorator, and step-up at the
+resource (RFC 9470: `acr_values`, `max_age`, the `insufficient_user_authentication` challenge)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac as hmac_mod
 import json
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import jwt
 import pytest
@@ -22,7 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from lbauth.clock import FrozenClock
 from lbauth.core.crypto import keys
 from lbauth.server import start
-from lbauth.verify import TokenError, Verifier, metadata_url, requires_token
+from lbauth.verify import AccessTokenClaims, TokenError, Verifier, metadata_url, requires_token
 from tests.client import Client
 from tests.conftest import ROOT, START_TIME, TestServer, make_settings
 from tests.flow_helpers import code_for, full_setup, tokens_for
@@ -305,3 +308,196 @@ async def test_metadata_naming_another_issuer_is_refused(server):
         with pytest.raises(TokenError) as info:
             verifier.verify("lba_at_x.y.z")
         assert info.value.status == 503  # nothing was trusted: no keys
+
+
+# ---- step-up at the resource (RFC 9470; contract 19) ------------------------------------------------------
+
+PASSKEY = {"acr": "phr", "amr": ["hwk", "user", "mfa"]}
+TOTP = {"acr": "urn:lbauth:acr:mfa", "amr": ["pwd", "otp", "mfa"]}
+PASSWORD = {"acr": "urn:lbauth:acr:pwd", "amr": ["pwd"]}
+SIGN_IN_CLAIMS = ("acr", "amr", "auth_time")
+WEAK = "This resource needs a stronger sign-in than the access token's."
+STALE = "This resource needs a more recent sign-in than the access token's."
+
+
+async def signed_in_with(server, sign_in: dict | None, *, auth_time: float | None = None,
+                         scope: str = "userinfo agent_memory") -> str:
+    """A real token's claims, re-signed with the server's key, saying how the user signed in (`sign_in`'s
+    `acr` and `amr`, and `auth_time`: now by default); None: a token that says nothing about it."""
+    _, claims = await claims_of(server)
+    claims = {k: v for k, v in claims.items() if k not in SIGN_IN_CLAIMS}
+    claims["scope"] = scope
+    if sign_in is not None:
+        claims.update(sign_in, auth_time=int(server.clock.now() if auth_time is None else auth_time))
+    return sign(server, claims)
+
+
+@contextlib.asynccontextmanager
+async def resource_service(*routes) -> AsyncIterator[Client]:
+    """A small Tornado resource service on a loopback port, and an HTTP client for it."""
+    sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
+    service = tornado.httpserver.HTTPServer(tornado.web.Application(list(routes)))
+    service.add_sockets(sockets)
+    client = Client(f"http://127.0.0.1:{sockets[0].getsockname()[1]}")
+    try:
+        yield client
+    finally:
+        client.close()
+        service.stop()
+
+
+def sign_in_of(handler: tornado.web.RequestHandler) -> None:
+    claims = handler.token_claims
+    handler.finish({"acr": claims.acr, "amr": list(claims.amr), "authTime": claims.auth_time,
+                    "sub": claims.subject, "scopes": list(claims.scopes), "plainDict": isinstance(claims, dict)})
+
+
+async def test_forgetting_agent_memory_demands_a_passkey_sign_in(server, verifier):
+    """`requires_token(..., acr_values=("phr",))`: a password or TOTP sign-in, or a token that does not
+    say, gets 401 with exactly the RFC 9470 3 challenge (and the lbauth envelope); a passkey sign-in passes
+    and the handler sees it through `token_claims.acr`."""
+    metadata = "https://memory.example/.well-known/oauth-protected-resource/mcp"
+
+    class Forget(tornado.web.RequestHandler):
+        @requires_token(verifier, "agent_memory", acr_values=("phr",))
+        def delete(self) -> None:
+            sign_in_of(self)
+
+    class ForgetMcp(tornado.web.RequestHandler):
+        @requires_token(verifier, "agent_memory", acr_values="phr", resource_metadata=metadata)
+        def delete(self) -> None:
+            sign_in_of(self)
+
+    async with resource_service(("/memory", Forget), ("/mcp/memory", ForgetMcp)) as client:
+        password = await signed_in_with(server, PASSWORD)
+        refused = await client.delete("/memory", bearer=password)
+        assert refused.status == 401
+        assert refused.headers["WWW-Authenticate"] == (
+            f'Bearer error="insufficient_user_authentication", error_description="{WEAK}", acr_values="phr"')
+        assert refused.json == {"code": 401, "message": WEAK,
+                                "subCode": "oauth2.token.insufficient_user_authentication"}
+        # With RFC 9728 metadata: the same challenge naming the document, and no `scope` (the scopes were fine).
+        mcp = await client.delete("/mcp/memory", bearer=password)
+        assert mcp.status == 401 and mcp.headers["WWW-Authenticate"] == (
+            f'Bearer error="insufficient_user_authentication", error_description="{WEAK}", acr_values="phr", '
+            f'resource_metadata="{metadata}"')
+        for falls_short in (await signed_in_with(server, TOTP), await signed_in_with(server, None)):
+            answer = await client.delete("/memory", bearer=falls_short)
+            assert answer.status == 401 and answer.json["subCode"] == "oauth2.token.insufficient_user_authentication"
+
+        passkey = await signed_in_with(server, PASSKEY)
+        for path in ("/memory", "/mcp/memory"):
+            ok = await client.delete(path, bearer=passkey)
+            assert ok.status == 200, ok.text
+            assert ok.json["acr"] == "phr" and ok.json["amr"] == ["hwk", "user", "mfa"]
+            assert ok.json["authTime"] == int(server.clock.now()) and ok.json["plainDict"] is True
+            assert ok.json["scopes"] == ["userinfo", "agent_memory"]
+            assert ok.json["sub"] == unverified_claims(passkey)["sub"]
+
+        # The scope is checked first: a password token without agent_memory is 403, not a step-up.
+        no_scope = await client.delete("/memory", bearer=await signed_in_with(server, PASSWORD, scope="userinfo"))
+        assert no_scope.status == 403 and no_scope.json["subCode"] == "oauth2.scope.insufficient"
+
+
+async def test_max_age_refuses_a_sign_in_older_than_it_by_the_verifiers_clock(server, verifier):
+    """`max_age=300`: a sign-in 300 s old passes, 301 s old gets the challenge naming both requirements
+    (`max_age` a bare integer), and a fresh sign-in passes again. A token without `auth_time` is refused."""
+    metadata = "https://memory.example/.well-known/oauth-protected-resource"
+
+    class Forget(tornado.web.RequestHandler):
+        @requires_token(verifier, "agent_memory", acr_values=("phr", "urn:lbauth:acr:mfa"), max_age=300,
+                        resource_metadata=metadata)
+        def post(self) -> None:
+            sign_in_of(self)
+
+    async with resource_service(("/forget", Forget)) as client:
+        totp = await signed_in_with(server, TOTP)
+        assert (await client.post("/forget", bearer=totp)).status == 200
+        server.clock.advance(300)
+        assert (await client.post("/forget", bearer=totp)).status == 200
+        server.clock.advance(1)
+        stale = await client.post("/forget", bearer=totp)
+        assert stale.status == 401 and stale.json["message"] == STALE
+        assert stale.headers["WWW-Authenticate"] == (
+            f'Bearer error="insufficient_user_authentication", error_description="{STALE}", '
+            f'acr_values="phr urn:lbauth:acr:mfa", max_age=300, resource_metadata="{metadata}"')
+
+        fresh = await signed_in_with(server, TOTP)  # the user signed in again: auth_time is now
+        ok = await client.post("/forget", bearer=fresh)
+        assert ok.status == 200 and ok.json["authTime"] == int(server.clock.now())
+
+        _, claims = await claims_of(server)
+        no_auth_time = sign(server, {**{k: v for k, v in claims.items() if k not in SIGN_IN_CLAIMS},
+                                     "scope": "agent_memory", "acr": "phr", "amr": ["hwk", "user", "mfa"]})
+        refused = await client.post("/forget", bearer=no_auth_time)
+        assert refused.status == 401 and refused.json["message"] == STALE
+
+
+async def test_verify_step_up_requirements_and_backward_compatibility(server, verifier):
+    """`Verifier.verify(..., acr_values=, max_age=)`: exact membership of `acr` (no ordering of strength),
+    a token without `acr` meets no `acr_values`; without requirements every token passes as before."""
+    plain = await signed_in_with(server, None)
+    password = await signed_in_with(server, PASSWORD, auth_time=server.clock.now() - 100)
+
+    for token in (plain, password):  # nothing asked for: accepted, as before this existed
+        assert verifier.verify(token, ["agent_memory"])["jti"]
+        assert verifier.verify(token, acr_values=(), max_age=None)["jti"]
+
+    with pytest.raises(TokenError) as info:
+        verifier.verify(plain, acr_values=["urn:lbauth:acr:pwd"])
+    error = info.value
+    assert (error.sub_code, error.status, error.acr_values, error.max_age) == (
+        "oauth2.token.insufficient_user_authentication", 401, ("urn:lbauth:acr:pwd",), None)
+    assert error.challenge == ('Bearer error="insufficient_user_authentication", '
+                               f'error_description="{WEAK}", acr_values="urn:lbauth:acr:pwd"')
+
+    assert verifier.verify(password, acr_values=["urn:lbauth:acr:pwd"]).acr == "urn:lbauth:acr:pwd"
+    # A token from the real flow (a password sign-in) says so, and is judged the same way.
+    real, _ = await claims_of(server)
+    assert verifier.verify(real, acr_values=["urn:lbauth:acr:pwd"], max_age=60).amr == ("pwd",)
+    with pytest.raises(TokenError):
+        verifier.verify(real, acr_values=["phr"])
+    # Listing `phr` does not make a weaker value acceptable, and a stronger one is not implied either.
+    with pytest.raises(TokenError):
+        verifier.verify(await signed_in_with(server, PASSKEY), acr_values=["urn:lbauth:acr:mfa"])
+    # A string is a space-separated list, as on the wire.
+    assert verifier.verify(password, acr_values="phr urn:lbauth:acr:pwd").acr == "urn:lbauth:acr:pwd"
+
+    assert verifier.verify(password, max_age=100).auth_time == int(server.clock.now()) - 100
+    with pytest.raises(TokenError) as info:
+        verifier.verify(password, max_age=99)
+    assert info.value.challenge.endswith(", max_age=99") and info.value.message == STALE
+    with pytest.raises(TokenError) as info:
+        verifier.verify(plain, max_age=3600)  # no auth_time: it cannot show the sign-in is recent
+    assert info.value.max_age == 3600 and info.value.acr_values == ()
+
+    # Bad requirements are the caller's mistake: ValueError at once, whatever the token.
+    for bad in ({"acr_values": ["two words"]}, {"acr_values": ['a"b']}, {"acr_values": [""]},
+                {"acr_values": [7]}, {"max_age": -1}, {"max_age": "300"}, {"max_age": True}, {"max_age": 1.5}):
+        with pytest.raises(ValueError):
+            verifier.verify("lba_at_nope", **bad)
+        with pytest.raises(ValueError):
+            requires_token(verifier, "agent_memory", **bad)
+
+
+async def test_verified_claims_expose_acr_amr_and_auth_time(server, verifier):
+    """`verify` returns an `AccessTokenClaims`: the same dict as before (indexable, equal to the token's
+    claims), with read-only `acr`, `amr`, `auth_time`, `scopes` and `subject`."""
+    signed_in_at = int(server.clock.now()) - 42
+    token = await signed_in_with(server, PASSKEY, auth_time=signed_in_at)
+    claims = verifier.verify(token)
+    assert isinstance(claims, AccessTokenClaims) and isinstance(claims, dict)
+    assert claims == unverified_claims(token) and claims["sub"] == claims.subject
+    assert (claims.acr, claims.amr, claims.auth_time) == ("phr", ("hwk", "user", "mfa"), signed_in_at)
+    assert claims.scopes == ("userinfo", "agent_memory")
+    with pytest.raises(AttributeError):
+        claims.acr = "urn:lbauth:acr:pwd"
+    assert json.loads(json.dumps(claims)) == claims
+
+    totp = verifier.verify(await signed_in_with(server, TOTP))
+    assert (totp.acr, totp.amr) == ("urn:lbauth:acr:mfa", ("pwd", "otp", "mfa"))
+    silent = verifier.verify(await signed_in_with(server, None))
+    assert (silent.acr, silent.amr, silent.auth_time) == (None, (), None)
+    _, real = await claims_of(server)
+    odd = verifier.verify(sign(server, {**real, "acr": 3, "amr": "pwd", "auth_time": "yesterday"}))
+    assert (odd.acr, odd.amr, odd.auth_time) == (None, (), None)

@@ -13,6 +13,12 @@ Tornado handlers: decorate a method with `@requires_token(verifier, "scope", ...
 are then `self.token_claims`, and a refused request gets the lbauth error envelope and the
 RFC 6750 `WWW-Authenticate` header.
 
+Step-up (RFC 9470): `verify(token, scopes, acr_values=("phr",), max_age=300)` and
+`requires_token(verifier, "scope", acr_values=..., max_age=...)` refuse a token whose sign-in is
+too weak (`acr`) or too old (`auth_time`) with 401 `oauth2.token.insufficient_user_authentication`
+and the RFC 9470 3 challenge. The claims `verify` returns are an `AccessTokenClaims`, a dict with
+read-only `acr`, `amr`, `auth_time`, `scopes` and `subject`.
+
 Resource services (RFC 9728, RFC 8707; contract 17): `Verifier(issuer, audience=RESOURCE)` accepts
 only tokens for that resource (compared after RFC 3986 6.2.2 normalisation); `resource_metadata`
 is the protected-resource document, `resource_metadata_route` a Tornado rule serving it, and
@@ -26,14 +32,18 @@ metadata), `keys` (the JWKS cache), `feed` (the revocation feed), `verifier` (th
 from lbauth.verify.checklist import CheckList, Entry
 from lbauth.verify.claims import (
     ALLOWED_ALGS,
+    INSUFFICIENT_USER_AUTHENTICATION,
     MAX_LEEWAY,
     PREFIX,
     REQUIRED_CLAIMS,
     TOKEN_TYPES,
+    AccessTokenClaims,
     TokenError,
     check_times,
     decode_access_token,
+    require_authentication,
     require_scopes,
+    step_up_requirements,
 )
 from lbauth.verify.discovery import metadata_url
 from lbauth.verify.resources import metadata_url as resource_metadata_url
@@ -43,7 +53,8 @@ from lbauth.verify.tornado import ResourceMetadataMixin, requires_token, resourc
 from lbauth.verify.verifier import Verifier
 
 __all__ = [
-    "ALLOWED_ALGS", "MAX_LEEWAY", "PREFIX", "REQUIRED_CLAIMS", "TOKEN_TYPES", "CheckList", "Entry", "TokenError",
-    "ResourceMetadataMixin", "Verifier", "check_times", "decode_access_token", "metadata_url", "normalize_resource",
-    "require_scopes", "requires_token", "resource_metadata", "resource_metadata_route", "resource_metadata_url",
+    "ALLOWED_ALGS", "INSUFFICIENT_USER_AUTHENTICATION", "MAX_LEEWAY", "PREFIX", "REQUIRED_CLAIMS", "TOKEN_TYPES",
+    "AccessTokenClaims", "CheckList", "Entry", "TokenError", "ResourceMetadataMixin", "Verifier", "check_times",
+    "decode_access_token", "metadata_url", "normalize_resource", "require_authentication", "require_scopes",
+    "requires_token", "resource_metadata", "resource_metadata_route", "resource_metadata_url", "step_up_requirements",
 ]

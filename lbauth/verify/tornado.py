@@ -1,7 +1,8 @@
 """Tornado helpers for resource services (contract sections 9 and 17). Duck-typed: this module does
 not import Tornado; it uses only `request.headers`, `set_status`, `set_header` and `finish`.
 
-- `@requires_token(verifier, *scopes, resource_metadata=None)` protects a handler method;
+- `@requires_token(verifier, *scopes, acr_values=(), max_age=None, resource_metadata=None)` protects a
+  handler method (`acr_values` and `max_age`: RFC 9470 step-up);
 - `ResourceMetadataMixin` and `resource_metadata_route` serve the RFC 9728 protected-resource
   metadata document at `/.well-known/oauth-protected-resource` plus the resource's path.
 """
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from lbauth.verify.claims import TokenError, invalid_token
+from lbauth.verify.claims import TokenError, invalid_token, step_up_requirements
 from lbauth.verify.resources import metadata_url, resource_metadata
 from lbauth.verify.verifier import Verifier
 
@@ -40,17 +41,31 @@ def refuse(handler: Any, error: TokenError, scopes: Iterable[str] = (), resource
     handler.finish({"code": error.status, "message": error.message, "subCode": error.sub_code})
 
 
-def requires_token(verifier: Verifier, *scopes: str, resource_metadata: str | None = None) -> Callable:
+def requires_token(verifier: Verifier, *scopes: str, acr_values: Iterable[str] | str = (), max_age: int | None = None,
+                   resource_metadata: str | None = None) -> Callable:
     """Protect a Tornado RequestHandler method: `@requires_token(verifier, "chat.read")`; the
-    claims are then `self.token_claims`. With `resource_metadata` (the URL of the resource's RFC
-    9728 document), a 401 or 403 tells the client where to find it and which scopes to ask for
-    (contract 17: MCP clients discover the authorization server and step up on them)."""
+    claims (an `AccessTokenClaims`) are then `self.token_claims`. With `resource_metadata` (the URL
+    of the resource's RFC 9728 document), a 401 or 403 tells the client where to find it and which
+    scopes to ask for (contract 17: MCP clients discover the authorization server and step up on them).
+
+    Step-up (RFC 9470): with `acr_values` (the ACR values accepted, in order of preference) or
+    `max_age` (seconds since the user's last sign-in), a token whose `acr` or `auth_time` falls
+    short gets 401 `WWW-Authenticate: Bearer error="insufficient_user_authentication",
+    error_description="...", acr_values="...", max_age=N` (RFC 9470 3), plus `resource_metadata`
+    when given; the client then authorizes again asking for them (RFC 9470 4). Both are checked
+    here, once: ValueError for ACR values with spaces or quotes, or a max_age that is not a
+    non-negative integer."""
+    acr_values, max_age = step_up_requirements(acr_values, max_age)
+    step_up: dict[str, Any] = {}
+    if acr_values or max_age is not None:  # only then: a verifier of an older signature keeps working
+        step_up = {"acr_values": acr_values, "max_age": max_age}
+
     def decorate(method: Callable) -> Callable:
         @functools.wraps(method)
         def wrapper(handler: Any, *args: Any, **kwargs: Any) -> Any:
             try:
                 token = bearer_token(handler.request.headers.get("Authorization", ""))
-                handler.token_claims = verifier.verify(token, scopes)
+                handler.token_claims = verifier.verify(token, scopes, **step_up)
             except TokenError as exc:
                 refuse(handler, exc, scopes, resource_metadata)
                 return None

@@ -8,10 +8,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from lbauth.verify.checklist import CheckList
-from lbauth.verify.claims import MAX_LEEWAY, TokenError, decode_access_token, require_scopes, unverified_kid
+from lbauth.verify.claims import (
+    MAX_LEEWAY,
+    AccessTokenClaims,
+    TokenError,
+    decode_access_token,
+    require_authentication,
+    require_scopes,
+    step_up_requirements,
+    unverified_kid,
+)
 from lbauth.verify.discovery import ServerMetadata, discover
 from lbauth.verify.feed import poll_feed
 from lbauth.verify.keys import KeyCache, Keys
@@ -66,8 +74,17 @@ class Verifier:
 
     # -- verification: memory only ---------------------------------------------------------------------
 
-    def verify(self, token: str, required_scopes: Iterable[str] = ()) -> dict[str, Any]:
-        """The claims of a valid, unrevoked token carrying `required_scopes`; else TokenError."""
+    def verify(self, token: str, required_scopes: Iterable[str] = (), *, acr_values: Iterable[str] | str = (),
+               max_age: int | None = None) -> AccessTokenClaims:
+        """The claims of a valid, unrevoked token carrying `required_scopes`; else TokenError.
+
+        Step-up (RFC 9470): with `acr_values`, the token's `acr` must be one of them; with `max_age`
+        (seconds), its `auth_time` must be at most that old by `clock`. A token that falls short,
+        once every other check has passed, is refused with 401
+        `oauth2.token.insufficient_user_authentication`, whose `challenge` is the RFC 9470 3 one.
+        The claims are an `AccessTokenClaims`: a dict, with `acr`, `amr` and `auth_time` read-only."""
+        if acr_values or max_age is not None:
+            acr_values, max_age = step_up_requirements(acr_values, max_age)  # a bad requirement fails every call
         keys = self.key_cache.keys
         if not keys:
             raise TokenError("server.unavailable", 503, "The verifier has no keys yet; call refresh() or start().")
@@ -83,7 +100,9 @@ class Verifier:
             raise TokenError("oauth2.token.revoked", 401, "The access token has been revoked.")
         if required_scopes:
             require_scopes(claims, required_scopes)
-        return claims
+        if acr_values or max_age is not None:
+            require_authentication(claims, acr_values=acr_values, max_age=max_age, now=self.clock())
+        return AccessTokenClaims(claims)
 
     # -- refreshing: network ----------------------------------------------------------------------------
 
