@@ -168,6 +168,13 @@ class LoginRequired(InteractionRequired):
     sub_code, rfc_error, message = "oauth2.login.required", "login_required", "The user must sign in."
 
 
+class UnmetAuthenticationRequirements(LbauthError):
+    """`acr_values` asked for a sign-in this user cannot make (no such factor): OpenID Connect
+    Core Unmet Authentication Requirements 1.0."""
+    sub_code, rfc_error = "oauth2.authentication.unmet", "unmet_authentication_requirements"
+    message = "The user cannot sign in the way this app asked for (acr_values)."
+
+
 class ConsentRequired(InteractionRequired):
     sub_code, rfc_error, message = "oauth2.consent.required", "consent_required", "The user must approve this app."
 

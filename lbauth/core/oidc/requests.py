@@ -24,8 +24,9 @@ class Prompt(StrEnum):
 
 PROMPTS = frozenset(Prompt)
 # Accepted and ignored (contract 15); `request` and `request_uri` are refused (RFC 9101).
-IGNORED = ("display", "ui_locales", "claims_locales", "acr_values")
-PARAMETERS = ("nonce", "prompt", "max_age", "login_hint", "id_token_hint", *IGNORED)
+# `acr_values` is read for every request, OpenID or not (core/oauth/authorization/request.py).
+IGNORED = ("display", "ui_locales", "claims_locales")
+PARAMETERS = ("nonce", "prompt", "max_age", "login_hint", "id_token_hint", "acr_values", *IGNORED)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from lbauth.core import acr
 from lbauth.core.accounts.sessions import SignedIn
-from lbauth.core.oauth.authorization.decisions import Consent, Decision, SelectAccount, SignIn
+from lbauth.core.oauth.authorization.decisions import Consent, Decision, ErrorRedirect, SelectAccount, SignIn
 from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.oidc.requests import Prompt
-from lbauth.errors import ConsentRequired, InteractionRequired, LbauthError, LoginRequired
+from lbauth.errors import (
+    AuthorizationRedirect,
+    ConsentRequired,
+    InteractionRequired,
+    LbauthError,
+    LoginRequired,
+    UnmetAuthenticationRequirements,
+)
 from lbauth.storage.db import Database
 from lbauth.storage.repo import grants as grants_repo
 
@@ -106,6 +114,13 @@ async def max_age_exceeded(situation: Situation) -> bool:
             and situation.now - signed_in.session.authenticated_at > openid.max_age)
 
 
+async def acr_unmet(situation: Situation) -> bool:
+    """The session's sign-in falls short of the first of the request's `acr_values` (contract 19)."""
+    wanted, signed_in = situation.request.acr_values, situation.signed_in
+    return (bool(wanted) and signed_in is not None
+            and not acr.meets(acr.acr_of(signed_in.session.amr.split()), wanted[0]))
+
+
 async def hint_names_another_user(situation: Situation) -> bool:
     """The id_token_hint's `sub` is not the signed-in user's subject for this app."""
     hinted, signed_in = situation.request.hinted_subject, situation.signed_in
@@ -134,6 +149,20 @@ def sign_in(situation: Situation, reason: str) -> SignIn:
     email = openid_hint or (signed_in.user.email if signed_in is not None else "")
     resume = request.fields() if situation.answer is not None else resume_without(request.parameters, Prompt.LOGIN)
     return SignIn(request, reason, email or "", resume)
+
+
+def step_up(situation: Situation, reason: str) -> Decision:
+    """`acr_values` asks for more than this sign-in proved: the user signs in again, password and
+    second step, when they have what it takes; otherwise the client hears
+    `unmet_authentication_requirements` (a passkey for `phr`: none can be added yet)."""
+    request, signed_in = situation.request, situation.signed_in
+    assert signed_in is not None
+    wanted = request.acr_values[0]
+    reachable = wanted == acr.PASSWORD_ONLY or (wanted == acr.MULTI_FACTOR and signed_in.user.mfa)
+    if not reachable:
+        return ErrorRedirect(AuthorizationRedirect(UnmetAuthenticationRequirements(), request.redirect_uri,
+                                                   request.state))
+    return sign_in(situation, reason)
 
 
 def select_account(situation: Situation, reason: str) -> SelectAccount:
@@ -171,6 +200,10 @@ POLICY: tuple[Interaction, ...] = (
         Check("max_age", max_age_exceeded, LoginRequired),
         Check("prompt_login", requested(Prompt.LOGIN), LoginRequired),
         Check("id_token_hint", hint_names_another_user, _hinted_user_differs, silent_only=True),
+    )),
+    # A second sign-in for a stronger class (contract 19): under prompt=none, interaction_required.
+    Interaction(Prompt.LOGIN, page=step_up, checks=(
+        Check("acr_values", acr_unmet, InteractionRequired),
     )),
     Interaction(Prompt.SELECT_ACCOUNT, page=select_account, checks=(
         Check("prompt_select_account", requested(Prompt.SELECT_ACCOUNT), InteractionRequired),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lbauth.core import resources, scopes, urls
+from lbauth.core import acr, resources, scopes, urls
 from lbauth.core.fields import one
 from lbauth.core.oidc.requests import OpenIdParameters
 from lbauth.errors import ResponseTypeUnsupported, ScopeInvalid, ValidationFailed
@@ -43,6 +43,7 @@ class AuthorizationRequest:
     scope_sent: bool = True
     openid: OpenIdParameters | None = None  # an OpenID request's parameters (contract 15)
     hinted_subject: str | None = None  # the `sub` of a valid id_token_hint
+    acr_values: tuple[str, ...] = ()  # the known `acr_values`, most preferred first (contract 19)
     # The front channel's parameters as sent (name -> all values): a sign-in or an account choice
     # resumes the request from them. Empty for the envelope API.
     parameters: Mapping[str, Sequence[str]] = field(default_factory=dict, repr=False)
@@ -76,6 +77,8 @@ class AuthorizationRequest:
         if self.code_challenge:
             fields += [("code_challenge", self.code_challenge), ("code_challenge_method", "S256")]
         fields += [("resource", resource.uri) for resource in self.resources]
+        if self.acr_values:
+            fields.append(("acr_values", " ".join(self.acr_values)))
         return fields
 
 
@@ -109,7 +112,8 @@ def front_channel(app: App, params: Mapping[str, Sequence[str]]) -> Authorizatio
     challenge = _check_pkce(one(params, "code_challenge"), one(params, "code_challenge_method"), app)
     return AuthorizationRequest(app, params["redirect_uri"][0], requested, state, challenge,
                                 resource_indicators=resources.parse(params.get("resource", ())),
-                                scope_sent=scope is not None, parameters=params)
+                                scope_sent=scope is not None, parameters=params,
+                                acr_values=acr.requested(one(params, "acr_values")))
 
 
 def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, challenge: Any,
