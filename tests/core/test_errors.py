@@ -54,6 +54,13 @@ EXPECTED = {
     errors.UserNotFound: (404, "user.not_found", "invalid_request", True),
     errors.ResetInvalid: (400, "auth.reset.invalid", "invalid_request", True),
     errors.LinkInvalid: (400, "auth.link.invalid", "invalid_request", True),
+    errors.MfaFailed: (401, "auth.mfa.failed", "invalid_request", True),
+    errors.ReauthenticationRequired: (403, "auth.reauthentication.required", "invalid_request", True),
+    errors.MfaEnrolmentRequired: (403, "auth.mfa.enrolment_required", "invalid_request", True),
+    errors.TotpExists: (409, "account.totp.exists", "invalid_request", True),
+    errors.TotpNotFound: (404, "account.totp.not_found", "invalid_request", True),
+    errors.UnmetAuthenticationRequirements: (400, "oauth2.authentication.unmet", "unmet_authentication_requirements",
+                                             True),
 }
 
 
