@@ -450,7 +450,7 @@ async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[
 # ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------
 
 # An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
-_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
 
 
 def _shown_on_purpose(line: str) -> str:

@@ -29,3 +29,17 @@ def test_every_log_line_is_json_and_redacted():
     for secret in ("A" * 43, "lba_cs_xyz", "code=abc", '"pw"', "eyJhbGciOi"):
         assert secret not in dump
     assert "[redacted]" in lines[0]["msg"] and "ValueError" in lines[2]["error"]
+
+
+def test_every_credential_prefix_is_redacted():
+    """Each kind of lbauth credential, the second step's pending token (lba_mt_) among them."""
+    stream = io.StringIO()
+    handler = logs.setup("INFO", stream=stream)
+    kinds = ("ac", "at", "rt", "ut", "cs", "whs", "iat", "rat", "su", "ev", "ec", "pr", "mt")
+    try:
+        for kind in kinds:
+            logging.getLogger("lbauth.test").info("seen lba_%s_%s here", kind, "S3cr3t" * 5)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    dump = stream.getvalue()
+    assert "S3cr3t" not in dump and dump.count("[redacted]") == len(kinds)
