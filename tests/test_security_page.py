@@ -226,3 +226,52 @@ async def test_the_security_page_sends_the_page_headers_and_runs_no_inline_scrip
         assert scripts is not None and "'unsafe-inline'" not in scripts, csp
         assert directives["default-src"] == ["'none'"], csp
         assert "<script" not in answer.response.text.lower()
+
+
+# ---- in Chromium, with the keyboard, on a phone --------------------------------------------------------
+
+async def test_a_user_sets_up_an_authenticator_app_with_the_keyboard_in_chromium(browser, server, tmp_path,
+                                                                                 request):
+    from playwright.async_api import expect
+
+    from tests.test_browser import PHONE, focused, log_in, open_tab, page_problems, screenshot
+
+    user = await server.create_user()
+    tab = await open_tab(browser, server)
+    page = tab.page
+    await page.set_viewport_size(PHONE)
+    await log_in(tab, user["email"], user["password"])
+    await page.goto(tab.url(ACCOUNT))
+    await page.get_by_role("link", name="Second factors and recovery codes").click()
+    await page.wait_for_url(tab.url(SECURITY))
+    await expect(page.locator("#totp-status")).to_have_text("Off")
+    assert await page_problems(page) == []
+
+    # Tab to "Set up an authenticator app", each stop with its focus ring, and press Enter
+    for _ in range(20):
+        await page.keyboard.press("Tab")
+        now = await focused(page)
+        assert now["ring"] == "yes", f"no visible focus on {now}"
+        if now["text"] == "Set up an authenticator app":
+            break
+    else:
+        raise AssertionError("Tab never reached the set-up button")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("svg")).to_be_visible()
+    secret = (await page.locator("#totp-secret").inner_text()).replace(" ", "")
+    assert re.fullmatch(r"[A-Z2-7]{16,}", secret), secret
+    assert await page_problems(page) == []
+    await screenshot(tab, tmp_path, request, "security-qr", "account-security-qr")
+
+    # the code field has the focus (autofocus): type the app's code, press Enter
+    code_field = page.get_by_label("Code from your app")
+    await expect(code_field).to_be_focused()
+    await page.keyboard.type(oathtool(secret, server.clock.now()))
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#recovery-codes code")).to_have_count(10)
+    await expect(page.get_by_role("status")).to_contain_text("authenticator app is set up")
+    await expect(page.locator("#totp-status")).to_have_text("On")
+    assert await page_problems(page) == []
+    await screenshot(tab, tmp_path, request, "security", "account-security")
+    tab.assert_first_party()
+    tab.assert_no_csp_violation()
