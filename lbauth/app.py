@@ -22,6 +22,7 @@ from lbauth.handlers import (
     recovery_pages,
     registration,
     security,
+    security_pages,
     wellknown,
 )
 from lbauth.handlers.authorize_page import AuthorizePage
@@ -86,6 +87,11 @@ ROUTES = [
     (r"/account/sessions/end-others", account_pages.EndOtherSessionsForm),
     (r"/account/sessions/([^/]+)/end", account_pages.EndSessionForm),
     (r"/account/delete", account_pages.DeleteAccountPage),
+    (r"/account/security", security_pages.SecurityPage),
+    (r"/account/security/totp", security_pages.TotpForm),
+    (r"/account/security/totp/confirm", security_pages.TotpConfirmForm),
+    (r"/account/security/totp/remove", security_pages.TotpRemoveForm),
+    (r"/account/security/recovery-codes", security_pages.RecoveryCodesForm),
     (r"/account/email", recovery_pages.ChangeEmailForm),
     (r"/account/email/verify", recovery_pages.VerifyEmailForm),
     (r"/signup", recovery_pages.SignupPage),

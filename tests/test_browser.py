@@ -447,8 +447,8 @@ async def test_every_page_works_on_a_phone_and_with_a_keyboard(browser, dev_serv
     assert await page.evaluate("document.activeElement.tagName") in ("A", "INPUT")
     await log_in(tab, s.user["email"], s.user["password"])
     consent = oauth_url(front_params(s.client_id, REGISTERED_URI, state="phone"))
-    pages = [consent, "/account/apps", "/account/", "/account/sessions", "/account/delete", "/console/",
-             "/console/apps/new", "/console/apps/nonexistent", f"/console/apps/{s.client_id}"]
+    pages = [consent, "/account/apps", "/account/", "/account/sessions", "/account/security", "/account/delete",
+             "/console/", "/console/apps/new", "/console/apps/nonexistent", f"/console/apps/{s.client_id}"]
     app_owner_pages = {f"/console/apps/{s.client_id}"}
     for path in pages:
         response = await page.goto(tab.url(path))

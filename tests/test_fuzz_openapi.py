@@ -438,6 +438,9 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             _page(case, seeded)
         case "accountPage" | "sessionsPage" | "deleteAccountPage" | "profileSubmit":
             _page(case, seeded)
+        case ("securityPage" | "totpEnrolSubmit" | "totpConfirmSubmit" | "totpRemoveSubmit"
+              | "recoveryCodesSubmit"):  # generated codes are wrong: the seeded user never gets a second factor
+            _page(case, seeded)
         case "passwordSubmit" | "deleteAccountSubmit" | "endSessionSubmit":  # generated passwords and ids are wrong
             _page(case, seeded, *seeded.page_session())
         case "endOtherSessionsSubmit":  # the other user's browser: the seeded sessions stay
