@@ -14,13 +14,19 @@ import tornado.web
 
 from lbauth.clock import iso
 from lbauth.core import urls
+from lbauth.core.accounts import links
 from lbauth.core.accounts.accounts import NewSession, SecondStepNeeded
+from lbauth.core.accounts.links import LinkKind
 from lbauth.core.accounts.sessions import BROWSER, SignedIn
 from lbauth.errors import BearerTokenError, LbauthError, LoginFailed, MfaFailed, ValidationFailed
 from lbauth.handlers.base import BaseHandler
 from lbauth.storage.records import App, User
 
 SESSION_COOKIE = "lbauth_session"
+# The pending second step of a browser sign-in (its lba_mt_ token): a signed cookie for /login/mfa
+# only, never in the page, so no page or error body holds it.
+MFA_COOKIE, MFA_COOKIE_PATH = "lbauth_mfa", links.KINDS[LinkKind.MFA].path
+PENDING_STEP_SECONDS = links.KINDS[LinkKind.MFA].lifetime
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -215,8 +221,10 @@ class LoginPage(PageHandler):
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320], app=app)
             return
         if isinstance(result, SecondStepNeeded):  # no session on the password alone (contract 19)
-            self.render_page("login_mfa.html", next_url=next_url, mfa_token=result.mfa_token,
-                             methods=result.methods, method=None, error=None)
+            secure = urlsplit(s.settings.auth_url).scheme == "https"
+            self.set_signed_cookie(MFA_COOKIE, result.mfa_token, expires_days=None, httponly=True, samesite="Strict",
+                                   secure=secure, max_age=PENDING_STEP_SECONDS, path=MFA_COOKIE_PATH)
+            self.render_page("login_mfa.html", next_url=next_url, methods=result.methods, method=None, error=None)
             return
         await self.signed_in_with(result, next_url, redirect_allowed)
 
@@ -257,7 +265,8 @@ class LoginMfaPage(LoginPage):
         next_url = safe_next(form.get("next"))
         await self.allow_next(next_url)
         redirect_allowed = self.allows_redirect
-        mfa_token, method = form.get("mfaToken", ""), form.get("method", "")
+        cookie = self.get_signed_cookie(MFA_COOKIE, max_age_days=1)
+        mfa_token, method = cookie.decode() if cookie else "", form.get("method", "")
         try:
             session = await self.services.factors.complete_sign_in(
                 mfa_token, method, form.get("code", ""), kind=BROWSER, user_agent=self.user_agent(),
@@ -265,11 +274,13 @@ class LoginMfaPage(LoginPage):
         except (MfaFailed, ValidationFailed) as exc:
             methods = await self.services.factors.pending_methods(mfa_token)
             if methods is None:  # the step is gone (used or expired): sign in again
+                self.clear_cookie(MFA_COOKIE, path=MFA_COOKIE_PATH)
                 self.login_form(next_url, status=401, error="This sign-in has expired; sign in again.")
                 return
-            self.render_page("login_mfa.html", status=401, next_url=next_url, mfa_token=mfa_token, methods=methods,
-                             method=method, error=exc.message)
+            self.render_page("login_mfa.html", status=401, next_url=next_url, methods=methods, method=method,
+                             error=exc.message)
             return
+        self.clear_cookie(MFA_COOKIE, path=MFA_COOKIE_PATH)
         await self.signed_in_with(session, next_url, redirect_allowed)
 
 
