@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # processes. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: run test install lint clean bench soak chromium oathtool node-packages
+.PHONY: run test install lint clean bench soak debian-tools node-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,40 +34,27 @@ run: $(VENV)/.installed-run
 
 ## test: the whole suite, on SQLite and on PostgreSQL (LBAUTH_TEST_POSTGRES_URL, default
 ##       postgresql+asyncpg://postgres@127.0.0.1:5432/test; skipped if unreachable unless CI=true).
-##       The browser tests need Debian's chromium (installed here when run as root; skipped
-##       without it unless CI=true). The Node tests need node and tests/package.json's packages
-##       (installed here with npm; skipped without node unless CI=true).
-test: $(VENV)/.installed-test chromium oathtool node-packages
+##       The browser tests need Debian's chromium, the second-factor tests its oathtool (installed
+##       here when run as root; skipped without them unless CI=true). The Node tests need node and
+##       tests/package.json's packages (installed here with npm; skipped without node unless CI=true).
+test: $(VENV)/.installed-test debian-tools node-packages
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 $(PYTEST_ARGS)
 
-# Debian's Chromium for tests/test_browser.py (never `playwright install`). As root with apt-get,
-# install it, once more after `apt-get update` if that fails (like ensure_wrk in
-# tools/bench_http.py); otherwise say so and go on.
-CHROMIUM := /usr/bin/chromium
-chromium:
-	@if [ ! -x $(CHROMIUM) ]; then \
+# Debian's tools for the tests: chromium for the browser tests (never `playwright install`), and
+# oathtool for TOTP codes from an implementation that is not lbauth's. As root with apt-get, install
+# the missing ones in one go, once more after `apt-get update` if that fails (like ensure_wrk in
+# tools/bench_http.py); otherwise say so and go on (their tests are skipped, and fail under CI=true).
+DEBIAN_TOOLS := chromium oathtool
+debian-tools:
+	@missing=""; for tool in $(DEBIAN_TOOLS); do [ -x /usr/bin/$$tool ] || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "Installing Debian's chromium for the browser tests"; \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
-			|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-			|| echo "Could not install chromium: the browser tests will be skipped (they fail under CI=true)"; \
+			echo "Installing Debian's$$missing for the tests"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null 2>&1 \
+			|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } \
+			|| echo "Could not install$$missing: the tests that need them will be skipped (they fail under CI=true)"; \
 		else \
-			echo "$(CHROMIUM) is missing (apt-get install chromium as root): the browser tests will be skipped (they fail under CI=true)"; \
-		fi; \
-	fi
-
-# Debian's oathtool for tests/test_second_factors.py: TOTP codes from an implementation that is
-# not lbauth's. Installed as chromium is; otherwise say so and go on.
-OATHTOOL := /usr/bin/oathtool
-oathtool:
-	@if [ ! -x $(OATHTOOL) ]; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "Installing Debian's oathtool for the second-factor tests"; \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq oathtool >/dev/null 2>&1 \
-			|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq oathtool >/dev/null; } \
-			|| echo "Could not install oathtool: the second-factor tests will be skipped (they fail under CI=true)"; \
-		else \
-			echo "$(OATHTOOL) is missing (apt-get install oathtool as root): the second-factor tests will be skipped (they fail under CI=true)"; \
+			echo "Missing$$missing (apt-get install$$missing as root): the tests that need them will be skipped (they fail under CI=true)"; \
 		fi; \
 	fi
 
