@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,11 +18,33 @@ from tornado.httpclient import HTTPClientError
 from tests.client import Client
 from tests.conftest import ROOT, TEST_ARGON2
 
+_PICK = random.SystemRandom()  # not the random module's state, which tests may seed alike in every worker
+
+
+def _ephemeral_ports() -> range:
+    """The kernel's range for port 0 and outgoing connections (Linux's default if unreadable)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port for a child server, chosen below the ephemeral range: a port the kernel hands
+    out (port 0, an outgoing connection) could be taken by another test between this check and the
+    child's bind, and a test would then talk to someone else's server (seen once in CI)."""
+    ephemeral = _ephemeral_ports()
+    while True:
+        port = _PICK.randrange(10000, 65536)
+        if port in ephemeral:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 class ServerProcess:

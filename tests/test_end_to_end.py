@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,14 +17,9 @@ import pytest
 import requests
 
 from tests.conftest import ROOT
+from tests.processes import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, seconds: float) -> float:
@@ -86,7 +80,7 @@ def _demo_works(url: str, authorize_url: str, client_id: str, client_secret: str
 
 
 def test_make_run_twice(tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     first = _make_run(tmp_path, port, tmp_path / "first.out")
     try:
@@ -138,7 +132,7 @@ def test_wheel_installs_a_complete_server(tmp_path):
                     str(wheel)], check=True, timeout=600)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LBAUTH_")}
     # production (the default): https public URLs, TLS ending at a proxy in front of the loopback listener
     env.update(LBAUTH_PORT=str(port), LBAUTH_DATA_DIR=str(tmp_path / "data"), LBAUTH_BASE_URL="https://auth.example.test")
