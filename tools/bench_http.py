@@ -43,7 +43,7 @@ from lbauth.settings import load as load_settings
 from lbauth.storage import migrate
 from lbauth.storage.db import open_database
 from lbauth.storage.models import authorization_codes, grants, subjects
-from lbauth.storage.records import OpenIdDetails
+from lbauth.storage.records import Authentication, OpenIdDetails
 from lbauth.storage.repo import users as users_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -311,8 +311,8 @@ class Deployment:
             request = check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id
             now = int(time.time())
-            await issue_code(db, clock, request, user_id, 3600,
-                                       OpenIdDetails("RS256", None, now, session.session_id))
+            await issue_code(db, clock, request, user_id, 3600, OpenIdDetails("RS256", None, session.session_id),
+                             Authentication(auth_time=now, amr="pwd"))
             grant_id, asu = await db.read(lambda c: c.execute(
                 select(grants.c.id, subjects.c.asu).join(subjects, subjects.c.user_id == grants.c.user_id)
                 .where(grants.c.user_id == user_id)).one())
