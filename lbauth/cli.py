@@ -167,7 +167,7 @@ async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict
 
 
 async def cmd_users_reset_factors(args: argparse.Namespace, settings: Settings) -> dict:
-    """Contract 19: TOTP and recovery codes removed, every session ended (a user who lost them)."""
+    """Contract 19: passkeys, TOTP and recovery codes removed, every session ended (a user who lost them)."""
     def reset(a: accounts.Accounts) -> Awaitable[FactorsReset]:
         def no_keys() -> MasterKeys:
             raise AssertionError("resetting factors seals nothing")

@@ -361,3 +361,19 @@ class TotpExists(LbauthError):
 class TotpNotFound(LbauthError):
     status, sub_code = 404, "account.totp.not_found"
     message = "No authenticator app is set up (or waiting for its code)."
+
+
+class SessionRequired(LbauthError):
+    """A page's script called the server without a live session cookie (it ended meanwhile)."""
+    status, sub_code, message = 401, "auth.session.required", "Your session has ended: sign in again."
+
+
+class PasskeyNotFound(LbauthError):
+    status, sub_code, message = 404, "account.passkey.not_found", "No such passkey on this account."
+
+
+class PasskeyRefused(LbauthError):
+    """A new passkey that cannot be added: its ceremony expired or was used, the browser's answer
+    does not verify, or the credential is registered already."""
+    status, sub_code = 400, "account.passkey.invalid"
+    message = "This passkey could not be added; try again."

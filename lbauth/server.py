@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ipaddress
 import logging
 import os
 import signal
@@ -238,6 +239,10 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     if not settings.development and passwords.below_owasp_minimum(settings.argon2):
         log.warning("LBAUTH_ARGON2 is below OWASP's minimum for argon2id (19 MiB with 2 passes, or the "
                     "equivalent): stolen password hashes would be cheap to guess")
+    if announce and _is_ip_literal(settings.webauthn_rp_id):
+        logs.event(log, f"passkeys are off at this address: browsers refuse an IP address ({settings.webauthn_rp_id}) "
+                   "as their domain; open lbauth at a host name (in development, LBAUTH_BASE_URL=http://localhost:"
+                   f"{port})", level=logging.WARNING)
     logs.event(log, "listening", host=settings.host, port=port, database=_database_kind(settings),
                env=settings.env)
     return running
@@ -338,3 +343,11 @@ async def serve_forever(settings: Settings, *, announce: bool = True) -> None:
     await stopping.wait()
     logs.event(log, "stopping")
     await running.stop()
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True

@@ -16,6 +16,7 @@ from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
 from lbauth.core.factors.factors import Factors
+from lbauth.core.factors.passkeys import Passkeys
 from lbauth.core.mail import outbox
 from lbauth.core.mail.outbox import Composer
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
@@ -67,6 +68,7 @@ class Services:
         self.accounts = Accounts(self.db, self.clock, self.settings, self.checklist)
         self.factors = Factors(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions,
                                self.rate_limits)
+        self.passkeys = Passkeys(self.db, self.clock, self.settings, lambda: self.master_keys, self.factors)
         self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions,
                                  second_step=self.factors)  # a reset asks for the user's second factor
         self.operations = Operations(self.db, self.clock)

@@ -78,6 +78,7 @@ class Settings:
     mail_retry_schedule: tuple[int, ...] = DEFAULT_MAIL_RETRY_SCHEDULE
     signup: str = ""  # default: open in development, off in production
     mfa: str = "optional"
+    webauthn_rp_id: str = ""  # passkeys' relying party ID; default: the auth URL's host
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -347,6 +348,14 @@ def _mail_from(value: Any) -> str:
     return text
 
 
+def _rp_id(value: Any) -> str:
+    """A WebAuthn relying party ID: a host name, no scheme, port or path (WebAuthn 5.1.4)."""
+    text = str(value).strip().lower()
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", text) or ".." in text:
+        raise ValueError(f"must be a host name such as example.com, without scheme or port (got {text[:80]!r})")
+    return text
+
+
 def _log_level(value: Any) -> str:
     return _choice(("DEBUG", "INFO", "WARNING", "ERROR"))(str(value).strip().upper())
 
@@ -384,6 +393,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "mail_retry_schedule": _schedule,
     "signup": _choice(SIGNUP_MODES),
     "mfa": _choice(MFA_MODES),
+    "webauthn_rp_id": _rp_id,
 }
 
 # Settings that may be given as a command-line flag. The master key, the metrics token and the SMTP
@@ -456,6 +466,11 @@ def _complete(s: Settings) -> Settings:
     changes["registration"] = s.registration or ("open" if s.development else "token")
     changes["signup"] = s.signup or ("open" if s.development else "off")
     changes["mail_from"] = s.mail_from or f"noreply@{urlsplit(changes['auth_url']).hostname or 'localhost'}"
+    auth_host = (urlsplit(changes["auth_url"]).hostname or "localhost").lower()
+    changes["webauthn_rp_id"] = s.webauthn_rp_id or auth_host
+    if auth_host != changes["webauthn_rp_id"] and not auth_host.endswith("." + changes["webauthn_rp_id"]):
+        raise SettingsError(f"LBAUTH_WEBAUTHN_RP_ID: must be the host of LBAUTH_AUTH_URL ({auth_host}) or a domain "
+                            f"it is under (got {changes['webauthn_rp_id']!r}); browsers refuse any other")
     problem = issuer_problem(changes["issuer"])
     if problem:
         where = "LBAUTH_ISSUER" if s.issuer else "LBAUTH_ISSUER (which defaults to LBAUTH_BASE_URL)"

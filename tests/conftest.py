@@ -313,14 +313,21 @@ class TestServer:
         return await self.services.apps.create(owner_email=owner_email, **options)  # type: ignore[arg-type]
 
 
-async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | None = None,
-                       **overrides: object) -> TestServer:
+async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | None = None, *,
+                       localhost: bool = False, **overrides: object) -> TestServer:
+    """`localhost`: the public address is http://localhost:PORT, which Chromium accepts as a
+    WebAuthn relying party (it refuses 127.0.0.1); the server still listens on 127.0.0.1."""
     sockets = tornado.netutil.bind_sockets(0, "127.0.0.1")
     port = sockets[0].getsockname()[1]
+    if localhost:
+        overrides["base_url"] = f"http://localhost:{port}"
     settings = make_settings(tmp_path, database_url, port, **overrides)
     clock = clock or FrozenClock(START_TIME)
     running = await start(settings, clock=clock, sockets=sockets)
-    return TestServer(running, clock)
+    server = TestServer(running, clock)
+    if localhost:
+        server.url = settings.base_url  # what a browser opens; server.client keeps 127.0.0.1
+    return server
 
 
 @pytest.fixture
@@ -450,7 +457,8 @@ async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[
 # ---- secrets never leak (issue 8): every log line and error body of the whole run ----------------------
 
 # An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
-_CLEAR_CREDENTIAL = re.compile(r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+_CLEAR_CREDENTIAL = re.compile(
+    r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt|pk)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
 
 
 def _shown_on_purpose(line: str) -> str:

@@ -17,8 +17,8 @@ MFA, PHR, PWD = "urn:lbauth:acr:mfa", "phr", "urn:lbauth:acr:pwd"
 
 @pytest.mark.parametrize("wanted", [MFA, PHR, f"{PHR} {MFA}"])
 async def test_a_class_the_user_cannot_reach_is_unmet_authentication_requirements(server, wanted):
-    """No second factor (and no passkey can be added yet): back to the client with the error and
-    the state, after the sign-in, not a page the user cannot get past."""
+    """No second factor and no passkey: back to the client with the error and the state, after
+    the sign-in, not a page the user cannot get past."""
     s = await full_setup(server)
     session = PageSession(server)
     page = await session.open_logged_in(oauth_url(front_params(s.client_id, s.redirect_uri, acr_values=wanted)),

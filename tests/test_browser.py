@@ -124,7 +124,7 @@ async def log_in(tab: Tab, email: str, password: str) -> None:
     await page.goto(tab.url("/login"))
     await page.get_by_label("Email", exact=True).fill(email)
     await page.get_by_label("Password", exact=True).fill(password)
-    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("button", name="Sign in", exact=True).click()
     await page.wait_for_url(lambda url: urlsplit(url).path != "/login")
 
 
@@ -213,11 +213,11 @@ async def sign_in_and_land(tab: Tab, email: str, password: str, redirect_uri: st
     if wrong_password_first:
         await page.get_by_label("Email", exact=True).fill(email)
         await page.get_by_label("Password", exact=True).fill(password + " typo")
-        await page.get_by_role("button", name="Sign in").click()
+        await page.get_by_role("button", name="Sign in", exact=True).click()
         await expect(page.get_by_role("alert")).to_be_visible()
     await page.get_by_label("Email", exact=True).fill(email)
     await page.get_by_label("Password", exact=True).fill(password)
-    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("button", name="Sign in", exact=True).click()
     await page.wait_for_url(lambda url: url.startswith(redirect_uri))
     await expect(page.get_by_text("Redirect received by the app.")).to_be_visible()
     return page.url
@@ -265,7 +265,7 @@ async def returning_user_lands_at_the_app(browser: Browser, server: TestServer, 
     await sign_out(tab)
 
     await tab.page.goto(link)
-    await expect(tab.page.get_by_role("button", name="Sign in")).to_be_visible()
+    await expect(tab.page.get_by_role("button", name="Sign in", exact=True)).to_be_visible()
     landed = await sign_in_and_land(tab, user["email"], user["password"], request_uri,
                                     wrong_password_first=wrong_password_first)
     query = redirect_query(landed, request_uri)
@@ -597,7 +597,7 @@ async def test_a_user_manages_their_account_with_the_keyboard(browser, server, t
     r = await server.client.post("/api/auth/login", json={"email": user["email"], "password": NEW_PASSWORD})
     r.assert_error(401, "auth.login.failed")
     await page.goto(tab.url("/account/"))
-    await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    await expect(page.get_by_role("button", name="Sign in", exact=True)).to_be_visible()
     tab.assert_first_party()
     tab.assert_no_csp_violation()
 

@@ -228,10 +228,10 @@ class Consent:
         await asyncio.wait({arrived, asked}, timeout=TIMEOUT_MS / 1000, return_when=asyncio.FIRST_COMPLETED)
         if not arrived.done():
             await asked
-            if await self.page.get_by_role("button", name="Sign in").count():
+            if await self.page.get_by_role("button", name="Sign in", exact=True).count():
                 await self.page.get_by_label("Email", exact=True).fill(self.email)
                 await self.page.get_by_label("Password", exact=True).fill(self.password)
-                await self.page.get_by_role("button", name="Sign in").click()
+                await self.page.get_by_role("button", name="Sign in", exact=True).click()
             approve = self.page.get_by_role("button", name="Approve")
             await approve.wait_for()
             self.consent_texts.append(await self.page.locator("main").inner_text())

@@ -151,7 +151,7 @@ async def browser_step(issuer: HttpsIssuer, url: str, email: str, password: str)
             assert response is not None and response.status == 200, response and response.status
             await page.get_by_label("Email", exact=True).fill(email)
             await page.get_by_label("Password", exact=True).fill(password)
-            await page.get_by_role("button", name="Sign in").click()
+            await page.get_by_role("button", name="Sign in", exact=True).click()
 
             def to_the_app(request: Request) -> bool:
                 return request.url.startswith(REGISTERED_URI)

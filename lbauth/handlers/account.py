@@ -50,6 +50,7 @@ class UserTokenHandler(BaseHandler):
 
 class LogoutHandler(UserTokenHandler):
     """POST /api/auth/logout: end the calling token's session."""
+    open_before_enrolment = True
 
     async def post(self) -> None:
         self.send_data(ended_session_json(await self.services.accounts.sign_out(await self.signed_in())))
@@ -105,6 +106,7 @@ class PasswordHandler(UserTokenHandler):
 
 class AccountHandler(UserTokenHandler):
     """DELETE /api/account {password}: leave (contract 16)."""
+    open_before_enrolment = True
 
     async def delete(self) -> None:
         me = await self.signed_in()

@@ -13,7 +13,14 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from lbauth.core import scopes, urls
-from lbauth.core.oauth.authorization.decisions import CodeIssued, Consent, ErrorRedirect, SelectAccount, SignIn
+from lbauth.core.oauth.authorization.decisions import (
+    CodeIssued,
+    Consent,
+    EnrolFactor,
+    ErrorRedirect,
+    SelectAccount,
+    SignIn,
+)
 from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.urls import with_query
 from lbauth.errors import LbauthError, ValidationFailed
@@ -26,6 +33,7 @@ _LISTS = ("resource",)  # may repeat (RFC 8707 2)
 
 
 class AuthorizePage(PageHandler):
+    open_before_enrolment = True  # LBAUTH_MFA=required: see PageHandler
 
     def error_page_status(self, error: LbauthError) -> int:
         """A bad client or redirect URI: an error page with 400, never a redirect (contract 5)."""
@@ -57,7 +65,9 @@ class AuthorizePage(PageHandler):
             case SignIn():
                 self.allow_form_to(decision.request.redirect_uri)  # the sign-in may end at the client (contract 5)
                 self.login_form("/oauth/?" + urlencode(decision.resume), email=decision.email,
-                                app=decision.request.app)
+                                app=decision.request.app, passkey_required=decision.passkey_required)
+            case EnrolFactor():
+                self.enrol_first("/oauth/?" + urlencode(decision.resume))
             case SelectAccount():
                 self.render_page("select_account.html", app=decision.request.app,
                                  continue_url="/oauth/?" + urlencode(decision.resume))

@@ -12,6 +12,7 @@ _CONFIRM = "confirm"  # the confirmation form's field: present only in lbauth's 
 
 
 class LogoutEndpoint(PageHandler):
+    open_before_enrolment = True  # LBAUTH_MFA=required: see PageHandler
 
     async def get(self) -> None:
         params = self.query_lists()

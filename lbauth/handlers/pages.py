@@ -62,6 +62,9 @@ class PageHandler(BaseHandler):
     session: SignedIn | None = None  # the browser session of the cookie (contract 16)
     form_targets: tuple[str, ...] = ()  # extra CSP form-action sources (allow_form_to)
     script_src: str | None = None  # pages run no script, except the console's own file
+    # LBAUTH_MFA=required (contract 19): may a user without a second factor see this page? Only
+    # what sets one up, signing in or out, and the authorization endpoint (whose policy asks).
+    open_before_enrolment = False
 
     def set_default_headers(self) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -72,7 +75,8 @@ class PageHandler(BaseHandler):
 
     def _set_csp(self) -> None:
         form_action = " ".join(("'self'", *self.form_targets))
-        script = f"script-src {self.script_src}; " if self.script_src else ""
+        # A page's own script may call back its own server (fetch), and nowhere else.
+        script = f"script-src {self.script_src}; connect-src 'self'; " if self.script_src else ""
         self.set_header("Content-Security-Policy",
                         f"default-src 'none'; {script}style-src 'self'; img-src 'self' https: data:; "
                         f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'")
@@ -89,6 +93,14 @@ class PageHandler(BaseHandler):
             self.user = self.session.user
             if self.get_signed_cookie_key_version(SESSION_COOKIE) != self.settings.get("key_version"):
                 self.start_session(token.decode())  # re-sign under the current master key (rotation)
+            if (self.services.settings.mfa == "required" and not self.user.mfa
+                    and not type(self).open_before_enrolment):
+                self.enrol_first(self.request.uri if self.request.method == "GET" else None)
+
+    def enrol_first(self, next_url: str | None) -> None:
+        """The security page, to set up a second factor, and then back to `next_url`."""
+        target = "/account/security?" + urlencode({"enrol": "required", **({"next": next_url} if next_url else {})})
+        self.redirect(target, status=303 if self.request.method == "POST" else 302)
 
     def session_token(self) -> bytes | None:
         """The session cookie's signed value. Only the current (v2) format, the one that carries a
@@ -129,11 +141,14 @@ class PageHandler(BaseHandler):
                                secure=secure, max_age=self.services.settings.user_token_ttl)
 
     def login_form(self, next_url: str, status: int = 200, error: str | None = None, email: str = "",
-                   app: App | None = None) -> None:
-        """`app`: the app the user is signing in for, named on the page."""
+                   app: App | None = None, passkey_required: bool = False) -> None:
+        """`app`: the app the user is signing in for, named on the page. `passkey_required`: only a
+        passkey will do (an app asked for `acr_values=phr`). The form runs static/passkeys.js."""
         settings = self.services.settings
+        self.script_src = "'self'"
+        self._set_csp()
         self.render_page("login.html", status=status, next_url=next_url, error=error, email=email, app=app,
-                         signup=settings.signup_open, forgot=settings.mail_enabled)
+                         signup=settings.signup_open, forgot=settings.mail_enabled, passkey_required=passkey_required)
 
     def sign_in_next(self) -> str:
         """Where the sign-in form of `@signed_in` comes back to: this page."""
@@ -197,7 +212,10 @@ def safe_next(target: str | None) -> str:
 
 
 class LoginPage(PageHandler):
-    """GET/POST {auth_url}/login: email and password, then back to where the user was going."""
+    """GET/POST {auth_url}/login: email and password, or a passkey, then back to where the user
+    was going."""
+    script_src = "'self'"  # static/passkeys.js: "Sign in with a passkey" and passkey autofill
+    open_before_enrolment = True
 
     async def get(self) -> None:
         next_url = safe_next(self.get_query_argument("next", None))
@@ -287,6 +305,7 @@ class LoginMfaPage(LoginPage):
 class HomePage(PageHandler):
     """GET {auth_url}/: what this server is, and where to go: sign in or your account, the
     developer console, the discovery document."""
+    open_before_enrolment = True
 
     def get(self) -> None:
         self.render_page("home.html", issuer=self.services.settings.issuer)
@@ -295,6 +314,7 @@ class HomePage(PageHandler):
 class LogoutPage(PageHandler):
     """POST {auth_url}/logout: end the session here and server-side (a copy of the cookie stops
     working too, contract 16). GET asks first, on the OpenID end-session page."""
+    open_before_enrolment = True
 
     def get(self) -> None:
         self.redirect("/oauth/logout", status=303)

@@ -29,6 +29,7 @@ CHECK_EMAIL = "We sent a message to {email} if it can be used here. Follow its l
 
 class MailPage(PageHandler):
     """Pages that send mail, or follow its links: not there (404) when this server sends none."""
+    open_before_enrolment = True  # LBAUTH_MFA=required: see PageHandler
 
     needs_signup = False
 

@@ -3,9 +3,13 @@ authenticator and recovery codes (Bearer user token)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from lbauth.clock import iso
 from lbauth.core.accounts.sessions import API
 from lbauth.handlers.account import UserTokenHandler, strings
 from lbauth.handlers.base import BaseHandler
+from lbauth.storage.records import Passkey
 
 
 class LoginMfaHandler(BaseHandler):
@@ -26,7 +30,8 @@ class SecurityHandler(UserTokenHandler):
     async def get(self) -> None:
         me = await self.signed_in()
         security = await self.services.factors.security(me.user)
-        self.send_data({"passkeys": [], "totp": security.totp, "recoveryCodesLeft": security.recovery_codes_left})
+        self.send_data({"passkeys": [passkey_json(p) for p in security.passkeys], "totp": security.totp,
+                        "recoveryCodesLeft": security.recovery_codes_left})
 
 
 class TotpHandler(UserTokenHandler):
@@ -42,6 +47,15 @@ class TotpHandler(UserTokenHandler):
     async def delete(self) -> None:
         await self.services.factors.remove_totp(await self.signed_in())
         self.send_data({"totp": False})
+
+
+class PasskeyHandler(UserTokenHandler):
+    """DELETE /api/account/security/passkeys/{id}: remove a passkey (a recent sign-in needed).
+    Passkeys are added in a browser, at /account/security."""
+
+    async def delete(self, passkey_id: str) -> None:
+        await self.services.passkeys.remove(await self.signed_in(), passkey_id)
+        self.send_data({"removed": passkey_id})
 
 
 class TotpConfirmHandler(UserTokenHandler):
@@ -63,3 +77,11 @@ class RecoveryCodesHandler(UserTokenHandler):
 
     async def post(self) -> None:
         self.send_data({"recoveryCodes": await self.services.factors.regenerate_codes(await self.signed_in())})
+
+
+def passkey_json(passkey: Passkey) -> dict[str, Any]:
+    """A passkey as the API and the pages' script show it; `synced`: it may live on other devices
+    (backup eligible)."""
+    return {"id": passkey.id, "name": passkey.name, "createdAt": iso(passkey.created_at),
+            "lastUsedAt": iso(passkey.last_used_at) if passkey.last_used_at is not None else None,
+            "synced": passkey.backup_eligible}

@@ -10,15 +10,16 @@ presses the button again."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from lbauth.core.factors.factors import Enrolment
 from lbauth.errors import MfaFailed, RateLimited, ReauthenticationRequired, TotpExists, TotpNotFound
-from lbauth.handlers.pages import PageHandler, signed_in
+from lbauth.handlers.pages import PageHandler, safe_next, signed_in
 
 SECURITY = "/account/security"
 TOTP_FORM, CONFIRM_FORM = "/account/security/totp", "/account/security/totp/confirm"
 REMOVE_FORM, CODES_FORM = "/account/security/totp/remove", "/account/security/recovery-codes"
-SAVED_NOTICES = ("removed", "reauthenticated", "confirmed")
+SAVED_NOTICES = ("removed", "reauthenticated", "confirmed", "passkey_added", "passkey_removed")
 REAUTHENTICATE = "For your safety, sign in again to {action}; then press the button again."
 
 
@@ -29,6 +30,8 @@ def grouped(secret: str) -> str:
 
 class SecurityForms(PageHandler):
     """The security page: shown by GET, and again by each form's POST with what it did."""
+    open_before_enrolment = True  # LBAUTH_MFA=required: see PageHandler
+    script_src = "'self'"  # static/passkeys.js: adding a passkey
 
     async def show(self, status: int = 200, *, enrolment: Enrolment | None = None, confirming: bool = False,
                    codes: list[str] | None = None, error: str | None = None, saved: str | None = None) -> None:
@@ -36,7 +39,14 @@ class SecurityForms(PageHandler):
         self.render_page("security.html", status=status, active_page="security", security=security,
                          enrolment=enrolment, secret=grouped(enrolment.secret) if enrolment else None,
                          confirming=confirming or enrolment is not None, codes=codes, error=error,
-                         saved=saved if saved in SAVED_NOTICES else None)
+                         saved=saved if saved in SAVED_NOTICES else None, next_url=self.continue_to(),
+                         required=self.services.settings.mfa == "required")
+
+    def continue_to(self) -> str | None:
+        """Where the user was going when LBAUTH_MFA=required sent them here (`next`, in the query or
+        a form): the page links there once a factor is set up."""
+        raw = self.get_argument("next", None)
+        return safe_next(raw) if raw else None
 
     def sign_in_again(self, action: str) -> None:
         """A recent sign-in is needed: the sign-in form, back to this page with a notice."""
@@ -81,7 +91,9 @@ class TotpConfirmForm(SecurityForms):
             self.redirect(SECURITY, status=303)
             return
         if confirmed.recovery_codes is None:
-            self.redirect(SECURITY + "?saved=confirmed", status=303)
+            back = self.continue_to()
+            self.redirect(SECURITY + "?" + urlencode({"saved": "confirmed", **({"next": back} if back else {})}),
+                          status=303)
             return
         await self.show(codes=confirmed.recovery_codes, saved="confirmed")
 

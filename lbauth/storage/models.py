@@ -347,6 +347,23 @@ class RecoveryCode(Base):
     used_at: Mapped[int | None] = mapped_column(Time)
 
 
+class Passkey(Base):
+    """A user's passkey (WebAuthn, contract 19): the credential's id and public key (COSE), both
+    base64url; the authenticator's signature counter and backup flags as last seen (`backup_eligible`:
+    a synced passkey, RFC 8176 `swk`; otherwise `hwk`); the name the user gave it."""
+    __tablename__ = "passkeys"
+    id: Mapped[str] = mapped_column(Id, primary_key=True)  # pk_...
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    credential_id: Mapped[str] = mapped_column(String(1400), unique=True)
+    public_key: Mapped[str] = mapped_column(Text)
+    sign_count: Mapped[int] = mapped_column(BigInteger)
+    backup_eligible: Mapped[bool] = mapped_column(Boolean)
+    backed_up: Mapped[bool] = mapped_column(Boolean)
+    name: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[int] = mapped_column(Time)
+    last_used_at: Mapped[int | None] = mapped_column(Time)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -368,3 +385,4 @@ mail_messages = _table(MailMessage)
 link_tokens = _table(LinkToken)
 totp_factors = _table(TotpFactor)
 recovery_codes = _table(RecoveryCode)
+passkeys = _table(Passkey)

@@ -444,3 +444,18 @@ class LinkToken:
     created_at: int
     expires_at: int
     used_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Passkey:
+    """A user's passkey (contract 19), the passkeys table whole."""
+    id: str
+    user_id: str
+    credential_id: str = field(repr=False)
+    public_key: str = field(repr=False)
+    sign_count: int
+    backup_eligible: bool
+    backed_up: bool
+    name: str
+    created_at: int
+    last_used_at: int | None

@@ -93,6 +93,7 @@ def summary(decision: Decision) -> tuple[str, str | None]:
 def test_the_policy_is_login_then_select_account_then_consent_each_with_its_reasons():
     assert [(i.prompt, [c.reason for c in i.checks]) for i in POLICY] == [
         (Prompt.LOGIN, ["no_session", "max_age", "prompt_login", "id_token_hint"]),
+        (Prompt.LOGIN, ["mfa_enrolment"]),  # LBAUTH_MFA=required: the security page first
         (Prompt.LOGIN, ["acr_values"]),  # a sign-in again, for a stronger class (or unmet)
         (Prompt.SELECT_ACCOUNT, ["prompt_select_account"]),
         (Prompt.CONSENT, ["prompt_consent", "unregistered_loopback", "grant_does_not_cover"]),

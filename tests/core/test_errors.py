@@ -59,6 +59,9 @@ EXPECTED = {
     errors.MfaEnrolmentRequired: (403, "auth.mfa.enrolment_required", "invalid_request", True),
     errors.TotpExists: (409, "account.totp.exists", "invalid_request", True),
     errors.TotpNotFound: (404, "account.totp.not_found", "invalid_request", True),
+    errors.PasskeyNotFound: (404, "account.passkey.not_found", "invalid_request", True),
+    errors.PasskeyRefused: (400, "account.passkey.invalid", "invalid_request", True),
+    errors.SessionRequired: (401, "auth.session.required", "invalid_request", True),
     errors.UnmetAuthenticationRequirements: (400, "oauth2.authentication.unmet", "unmet_authentication_requirements",
                                              True),
 }

@@ -133,7 +133,8 @@ async def _pending_second_step(db: Database, clock: Clock, user: User) -> Second
     now = int(clock.now())
 
     def work(conn: Connection) -> SecondStepNeeded:
-        methods: list[str] = [m for m in ("totp", "recovery_code") if m in factors_repo.methods_of(conn, user.id)]
+        have = factors_repo.methods_of(conn, user.id)
+        methods: list[str] = [m for m in ("totp", "passkey", "recovery_code") if m in have]
         return SecondStepNeeded(links.issue(conn, LinkKind.MFA, email=user.email, user_id=user.id, now=now), methods)
     return await db.transaction(work)
 
@@ -275,7 +276,8 @@ class Accounts:
                     grant_ids.append(grant.id)
             end_all(conn, user.id, now)
             sessions_repo.erase_details(conn, user.id)
-            factors_repo.delete_totp(conn, user.id)  # the TOTP secret is gone with the account
+            factors_repo.delete_totp(conn, user.id)  # the TOTP secret and passkeys are gone with the account
+            factors_repo.delete_passkeys(conn, user.id)
             factors_repo.delete_codes(conn, user.id)
             if not repo.erase(conn, user.id, now):
                 raise errors.UserNotFound()

@@ -3,7 +3,8 @@ link's purpose, stored only as a SHA-256 digest, compared in constant time, sing
 
 Sign-up and email links live a day; a reset link 30 minutes, and a newer reset request voids the
 older links of its user. The same table holds the pending second step of a sign-in (`lba_mt_`,
-5 minutes, single use), which is never emailed.
+5 minutes, single use) and the challenges of passkey ceremonies (`lba_pk_`, 5 minutes, single
+use), which are never emailed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class LinkKind(StrEnum):
     EMAIL_CHANGE = "email_change"
     RESET = "reset"
     MFA = "mfa"  # not emailed: the pending second step of a sign-in (contract 19)
+    PASSKEY_ADD = "passkey_add"  # not emailed: the challenge of adding a passkey (contract 19)
+    PASSKEY = "passkey"  # not emailed: the challenge of signing in with a passkey, or of a second step
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ KINDS = {
     LinkKind.EMAIL_CHANGE: Kind(opaque.EMAIL_CHANGE_LINK, 86400, "/email/confirm"),
     LinkKind.RESET: Kind(opaque.RESET_LINK, 1800, "/password/reset"),
     LinkKind.MFA: Kind(opaque.MFA_TOKEN, 300, "/login/mfa"),
+    LinkKind.PASSKEY_ADD: Kind(opaque.PASSKEY_CHALLENGE, 300, "/account/security"),
+    LinkKind.PASSKEY: Kind(opaque.PASSKEY_CHALLENGE, 300, "/login"),
 }
 
 

@@ -28,6 +28,8 @@ EMAIL_CHANGE_LINK = "lba_ec_"
 RESET_LINK = "lba_pr_"
 # The pending second step of a sign-in (contract 19): 5 minutes, single use.
 MFA_TOKEN = "lba_mt_"  # noqa: S105
+# A WebAuthn ceremony's challenge (contract 19): 5 minutes, single use.
+PASSKEY_CHALLENGE = "lba_pk_"
 
 
 def new_secret(prefix: str) -> str:

@@ -31,7 +31,7 @@ from lbauth.core.ratelimit import RateLimiter
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import User
+from lbauth.storage.records import Passkey, User
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import factors as repo
 from lbauth.storage.repo import links as links_repo
@@ -48,7 +48,9 @@ RECOVERY_CODE_USED = "recovery_code_used_notice"
 
 
 class Method(StrEnum):
+    """The second steps, in the order they are offered."""
     TOTP = "totp"
+    PASSKEY = "passkey"  # in a browser only (passkeys.py)
     RECOVERY_CODE = "recovery_code"
 
 
@@ -67,6 +69,7 @@ class Enrolment:
 @dataclass(frozen=True)
 class Security:
     totp: bool
+    passkeys: list[Passkey]
     recovery_codes_left: int
 
 
@@ -95,7 +98,8 @@ class Factors:
     async def security(self, user: User) -> Security:
         def work(conn: Connection) -> Security:
             found = repo.totp_of(conn, user.id)
-            return Security(found is not None and found[1] is not None, repo.codes_left(conn, user.id))
+            return Security(found is not None and found[1] is not None, repo.passkeys_of(conn, user.id),
+                            repo.codes_left(conn, user.id))
         return await self.db.read(work)
 
     # ---- TOTP ------------------------------------------------------------------------------------
@@ -114,7 +118,6 @@ class Factors:
         """The first code from the app confirms it; ten recovery codes come with the first factor."""
         self.limiter.check(LIMIT, user.id)
         now, keys = int(self.clock.now()), self.master_keys()
-        codes = recovery_codes.new_codes()
 
         def work(conn: Connection) -> Confirmed | None:
             found = repo.totp_of(conn, user.id)
@@ -123,12 +126,7 @@ class Factors:
             step = totp.matching_step(keys.open(found[0], totp_purpose(user.id)).decode(), _text(code), now)
             if step is None or not repo.use_step(conn, user.id, step, confirm_at=now):
                 return None
-            first = not _has_mfa(conn, user.id)
-            if first:
-                repo.replace_codes(conn, user.id, [recovery_codes.digest(c) for c in codes], now)
-            self._mfa_changed(conn, user.id, True, now)
-            outbox.queue(conn, keys, kind=FACTOR_ADDED, recipient=user.email, params={"factor": "totp"}, now=now)
-            return Confirmed(codes if first else None)
+            return Confirmed(factor_added(conn, keys, user, "totp", now))
         confirmed = await self.db.transaction(work)
         if confirmed is None:
             self.limiter.hit(LIMIT, user.id)
@@ -144,9 +142,7 @@ class Factors:
         def work(conn: Connection) -> None:
             if not repo.delete_totp(conn, user.id):
                 raise errors.TotpNotFound()
-            repo.delete_codes(conn, user.id)  # TOTP is the only factor so far: none is left
-            self._mfa_changed(conn, user.id, False, now)
-            outbox.queue(conn, keys, kind=FACTOR_REMOVED, recipient=user.email, params={"factor": "totp"}, now=now)
+            factor_removed(conn, keys, user, "totp", now)
         await self.db.transaction(work)
         await self.sessions.learn_now()
 
@@ -240,7 +236,7 @@ class Factors:
         method, code = answer.get("method"), answer.get("code")
         if method is None or code is None:
             raise errors.MfaFailed("This account has a second factor: give a code from your authenticator app "
-                                   "(method totp) or a recovery code (method recovery_code).")
+                                   "(method totp) or one of your recovery codes (method recovery_code).")
         if method not in (Method.TOTP, Method.RECOVERY_CODE):
             raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
         self.limiter.check(LIMIT, user.id)
@@ -260,18 +256,14 @@ class Factors:
 
         def work(conn: Connection) -> None:
             repo.delete_totp(conn, user.id)
+            repo.delete_passkeys(conn, user.id)
             repo.delete_codes(conn, user.id)
             links.void_older(conn, user.id, LinkKind.MFA, now)
             end_all(conn, user.id, now)
-            self._mfa_changed(conn, user.id, False, now)
+            _mfa_changed(conn, user.id, False, now)
         await self.db.transaction(work)
         await self.sessions.learn_now()
         return FactorsReset(user.id, user.email)
-
-    def _mfa_changed(self, conn: Connection, user_id: str, mfa: bool, now: int) -> None:
-        repo.set_mfa(conn, user_id, mfa)
-        announce_user_changed(conn, user_id, now)  # processes forget the cached user (its `mfa`)
-        changes_repo.notify(conn)
 
     # ---- notices ---------------------------------------------------------------------------------
 
@@ -281,13 +273,14 @@ class Factors:
 
     async def compose_added(self, request: MailRequest) -> Letter | None:
         return letter(site=self.site, subject=f"A second factor was added to your account at {self.site}",
-                      paragraphs=["An authenticator app was set up as a second step for signing in to your account.",
+                      paragraphs=[f"{_factor_named(request.params).capitalize()} was added to your account: "
+                                  "it can now be used to sign in.",
                                   "If this was not you, reset your password and contact the site's operators."])
 
     async def compose_removed(self, request: MailRequest) -> Letter | None:
+        last = "; signing in now needs only your password" if request.params.get("last") else ""
         return letter(site=self.site, subject=f"A second factor was removed from your account at {self.site}",
-                      paragraphs=["The authenticator app of your account was removed: signing in now needs only "
-                                  "your password.",
+                      paragraphs=[f"{_factor_named(request.params).capitalize()} was removed from your account{last}.",
                                   "If this was not you, reset your password and contact the site's operators."])
 
     async def compose_code_used(self, request: MailRequest) -> Letter | None:
@@ -297,6 +290,44 @@ class Factors:
                                   "Each works only once.",
                                   "If this was not you, reset your password, regenerate your recovery codes and "
                                   "contact the site's operators."])
+
+
+def factor_added(conn: Connection, keys: MasterKeys, user: User, factor: str, now: int, *,
+                 name: str = "") -> list[str] | None:
+    """Inside the transaction that added a factor: the user now has a second step (`users.mfa`),
+    a notice is queued, and ten recovery codes come with their first factor (returned, to show once)."""
+    codes = None
+    if not _has_mfa(conn, user.id):
+        codes = recovery_codes.new_codes()
+        repo.replace_codes(conn, user.id, [recovery_codes.digest(c) for c in codes], now)
+    _mfa_changed(conn, user.id, True, now)
+    outbox.queue(conn, keys, kind=FACTOR_ADDED, recipient=user.email, params={"factor": factor, "name": name},
+                 now=now)
+    return codes
+
+
+def factor_removed(conn: Connection, keys: MasterKeys, user: User, factor: str, now: int, *, name: str = "") -> None:
+    """Inside the transaction that removed a factor: with the last one gone, the recovery codes go
+    too and signing in needs only the password; a notice is queued."""
+    last = not repo.has_factor(conn, user.id)
+    if last:
+        repo.delete_codes(conn, user.id)
+        _mfa_changed(conn, user.id, False, now)
+    outbox.queue(conn, keys, kind=FACTOR_REMOVED, recipient=user.email,
+                 params={"factor": factor, "name": name, "last": last}, now=now)
+
+
+def _mfa_changed(conn: Connection, user_id: str, mfa: bool, now: int) -> None:
+    repo.set_mfa(conn, user_id, mfa)
+    announce_user_changed(conn, user_id, now)  # processes forget the cached user (its `mfa`)
+    changes_repo.notify(conn)
+
+
+def _factor_named(params: Mapping[str, Any]) -> str:
+    """How a notice names a factor: "an authenticator app", "a passkey (Phone)"."""
+    if params.get("factor") == "passkey":
+        return f"a passkey ({params['name']})" if params.get("name") else "a passkey"
+    return "an authenticator app"
 
 
 def _has_mfa(conn: Connection, user_id: str) -> bool:

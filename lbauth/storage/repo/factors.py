@@ -1,10 +1,13 @@
-"""Second factors (contract 19): a user's TOTP authenticator and their recovery codes, by digest."""
+"""Second factors (contract 19): a user's TOTP authenticator, their passkeys, and their recovery
+codes, by digest."""
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
-from lbauth.storage.models import recovery_codes, totp_factors, users
+from lbauth.storage.models import passkeys, recovery_codes, totp_factors, users
+from lbauth.storage.records import Passkey
+from lbauth.storage.repo import duplicate_refused, shaped
 
 
 def totp_of(conn: Connection, user_id: str) -> tuple[str, int | None, int] | None:
@@ -39,10 +42,17 @@ def use_step(conn: Connection, user_id: str, step: int, *, confirm_at: int | Non
 
 
 def methods_of(conn: Connection, user_id: str) -> set[str]:
-    """The second steps the user can take now: "totp" (a confirmed authenticator), "recovery_code"."""
+    """The second steps the user can take now: "totp" (a confirmed authenticator), "passkey",
+    "recovery_code"."""
     found = conn.execute(select(totp_factors.c.user_id).where(totp_factors.c.user_id == user_id,
                                                               totp_factors.c.confirmed_at.is_not(None))).first()
-    return ({"totp"} if found is not None else set()) | ({"recovery_code"} if codes_left(conn, user_id) else set())
+    return (({"totp"} if found is not None else set()) | ({"passkey"} if passkeys_of(conn, user_id) else set())
+            | ({"recovery_code"} if codes_left(conn, user_id) else set()))
+
+
+def has_factor(conn: Connection, user_id: str) -> bool:
+    """A confirmed authenticator or a passkey: what `users.mfa` says."""
+    return bool(methods_of(conn, user_id) - {"recovery_code"})
 
 
 def delete_totp(conn: Connection, user_id: str) -> bool:
@@ -87,3 +97,43 @@ def sealed_secrets(conn: Connection) -> list[tuple[str, str]]:
 
 def reseal_secret(conn: Connection, user_id: str, sealed: str) -> None:
     conn.execute(update(totp_factors).where(totp_factors.c.user_id == user_id).values(secret_sealed=sealed))
+
+
+# ---- passkeys ----------------------------------------------------------------------------------
+
+_PASSKEY = shaped(Passkey, select(*passkeys.c))
+
+
+def add_passkey(conn: Connection, passkey: Passkey) -> None:
+    """Duplicate when the credential is registered already (to anyone)."""
+    with duplicate_refused("passkey"):
+        conn.execute(insert(passkeys).values(**{f: getattr(passkey, f) for f in Passkey.__dataclass_fields__}))
+
+
+def passkeys_of(conn: Connection, user_id: str) -> list[Passkey]:
+    """The user's passkeys, oldest first."""
+    return [Passkey(*row) for row in
+            conn.execute(_PASSKEY.where(passkeys.c.user_id == user_id).order_by(passkeys.c.created_at, passkeys.c.id))]
+
+
+def passkey_by_credential(conn: Connection, credential_id: str) -> Passkey | None:
+    row = conn.execute(_PASSKEY.where(passkeys.c.credential_id == credential_id)).first()
+    return Passkey(*row) if row is not None else None
+
+
+def use_passkey(conn: Connection, passkey: Passkey, sign_count: int, backed_up: bool, now: int) -> bool:
+    """Record a sign-in with the passkey: its new counter and backup state. Only if the counter is
+    still the one read, so of two concurrent uses of one signature only one passes (WebAuthn 7.2
+    step 22: a counter that does not grow may be a cloned authenticator)."""
+    return conn.execute(update(passkeys)
+                        .where(passkeys.c.id == passkey.id, passkeys.c.sign_count == passkey.sign_count)
+                        .values(sign_count=sign_count, backed_up=backed_up, last_used_at=now)).rowcount == 1
+
+
+def delete_passkey(conn: Connection, user_id: str, passkey_id: str) -> bool:
+    return conn.execute(delete(passkeys).where(passkeys.c.id == passkey_id,
+                                               passkeys.c.user_id == user_id)).rowcount > 0
+
+
+def delete_passkeys(conn: Connection, user_id: str) -> int:
+    return conn.execute(delete(passkeys).where(passkeys.c.user_id == user_id)).rowcount

@@ -40,10 +40,20 @@ class ErrorRedirect:
 @dataclass(frozen=True)
 class SignIn:
     """The sign-in form, with `email` filled in; the request resumes from `resume` afterwards.
-    `reason` names the check that asked for it (policy.py)."""
+    `reason` names the check that asked for it (policy.py); `passkey_required`: only a passkey
+    sign-in reaches what the request asks (`acr_values=phr`)."""
     request: AuthorizationRequest
     reason: str
     email: str
+    resume: list[tuple[str, str]]
+    passkey_required: bool = False
+
+
+@dataclass(frozen=True)
+class EnrolFactor:
+    """LBAUTH_MFA=required and the user has no second factor: set one up first, then resume."""
+    request: AuthorizationRequest
+    reason: str
     resume: list[tuple[str, str]]
 
 
@@ -63,4 +73,4 @@ class Consent:
 
 
 ToClient = CodeIssued | ErrorRedirect
-Decision = CodeIssued | ErrorRedirect | SignIn | SelectAccount | Consent
+Decision = CodeIssued | ErrorRedirect | SignIn | EnrolFactor | SelectAccount | Consent

@@ -27,7 +27,7 @@ from lbauth.core import resources, scopes, urls
 from lbauth.core.accounts.sessions import SignedIn
 from lbauth.core.oauth.authorization import request as parse
 from lbauth.core.oauth.authorization.codes import issue_code
-from lbauth.core.oauth.authorization.decisions import CodeIssued, Decision, ErrorRedirect
+from lbauth.core.oauth.authorization.decisions import CodeIssued, Decision, EnrolFactor, ErrorRedirect
 from lbauth.core.oauth.authorization.policy import POLICY, Interaction, Situation
 from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.oidc import requests as oidc_requests
@@ -39,6 +39,7 @@ from lbauth.errors import (
     AuthorizationRedirect,
     InteractionRequired,
     LbauthError,
+    MfaEnrolmentRequired,
     RedirectUriMismatch,
     ScopeInvalid,
     ValidationFailed,
@@ -189,6 +190,8 @@ class AuthorizationEndpoint:
         decision = await self.decide(request, signed_in, Answer.APPROVE)
         if isinstance(decision, ErrorRedirect):
             raise decision.refusal.error
+        if isinstance(decision, EnrolFactor):
+            raise MfaEnrolmentRequired()
         if not isinstance(decision, CodeIssued):
             raise InteractionRequired()
         return decision
@@ -200,7 +203,8 @@ class AuthorizationEndpoint:
         """The interaction policy, then the code: the first prompt with a check that fires shows
         its page (under `prompt=none`, its error goes back); the consent page's answer settles the
         prompt that showed it."""
-        situation = Situation(request, signed_in, answer, self.clock.now(), self.db)
+        situation = Situation(request, signed_in, answer, self.clock.now(), self.db,
+                              mfa_required=self.settings.mfa == "required")
         for interaction in self.policy:
             if interaction.answered and answer is Answer.DENY:
                 return _refused(request, AccessDenied())
@@ -211,7 +215,7 @@ class AuthorizationEndpoint:
                 continue
             if situation.silent:
                 return _refused(request, check.error())
-            return interaction.page(situation, check.reason)
+            return await interaction.page(situation, check.reason)
         assert signed_in is not None, "the policy asks a visitor to sign in"
         return CodeIssued(request, await self.issue(request, signed_in))
 

@@ -12,11 +12,18 @@ list, or one more `Interaction` with its page.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lbauth.core import acr
 from lbauth.core.accounts.sessions import SignedIn
-from lbauth.core.oauth.authorization.decisions import Consent, Decision, ErrorRedirect, SelectAccount, SignIn
+from lbauth.core.oauth.authorization.decisions import (
+    Consent,
+    Decision,
+    EnrolFactor,
+    ErrorRedirect,
+    SelectAccount,
+    SignIn,
+)
 from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.oidc.requests import Prompt
 from lbauth.errors import (
@@ -28,6 +35,7 @@ from lbauth.errors import (
     UnmetAuthenticationRequirements,
 )
 from lbauth.storage.db import Database
+from lbauth.storage.repo import factors as factors_repo
 from lbauth.storage.repo import grants as grants_repo
 
 
@@ -40,6 +48,7 @@ class Situation:
     answer: Answer | None
     now: float
     db: Database
+    mfa_required: bool = False  # LBAUTH_MFA=required: a user without a second factor enrols one first
     _grant_covers: bool | None = field(default=None, repr=False)
 
     @property
@@ -81,7 +90,7 @@ class Interaction:
     page posts the user's Answer, which settles it (Approve) or refuses the request (Deny)."""
     prompt: Prompt
     checks: tuple[Check, ...]
-    page: Callable[[Situation, str], Decision]
+    page: Callable[[Situation, str], Awaitable[Decision]]
     answered: bool = False
 
     async def firing(self, situation: Situation) -> Check | None:
@@ -121,6 +130,11 @@ async def acr_unmet(situation: Situation) -> bool:
             and not acr.meets(acr.acr_of(signed_in.session.amr.split()), wanted[0]))
 
 
+async def no_second_factor(situation: Situation) -> bool:
+    """LBAUTH_MFA=required and the signed-in user has no second factor (contract 19)."""
+    return situation.mfa_required and situation.signed_in is not None and not situation.signed_in.user.mfa
+
+
 async def hint_names_another_user(situation: Situation) -> bool:
     """The id_token_hint's `sub` is not the signed-in user's subject for this app."""
     hinted, signed_in = situation.request.hinted_subject, situation.signed_in
@@ -141,7 +155,7 @@ async def grant_does_not_cover(situation: Situation) -> bool:
 
 # ---- the pages -----------------------------------------------------------------------------------
 
-def sign_in(situation: Situation, reason: str) -> SignIn:
+async def sign_in(situation: Situation, reason: str) -> SignIn:
     """The sign-in form. A request's own sign-in resumes it without `prompt=login` and `max_age`;
     a consent answer posted after signing out resumes as the validated request."""
     request, signed_in = situation.request, situation.signed_in
@@ -151,26 +165,37 @@ def sign_in(situation: Situation, reason: str) -> SignIn:
     return SignIn(request, reason, email or "", resume)
 
 
-def step_up(situation: Situation, reason: str) -> Decision:
-    """`acr_values` asks for more than this sign-in proved: the user signs in again, password and
-    second step, when they have what it takes; otherwise the client hears
-    `unmet_authentication_requirements` (a passkey for `phr`: none can be added yet)."""
+async def step_up(situation: Situation, reason: str) -> Decision:
+    """`acr_values` asks for more than this sign-in proved: the user signs in again with what
+    reaches it (a passkey for `phr`; the password and a second step for the multi-factor class),
+    when they have it; otherwise the client hears `unmet_authentication_requirements`."""
     request, signed_in = situation.request, situation.signed_in
     assert signed_in is not None
     wanted = request.acr_values[0]
-    reachable = wanted == acr.PASSWORD_ONLY or (wanted == acr.MULTI_FACTOR and signed_in.user.mfa)
+    if wanted == acr.PHISHING_RESISTANT:
+        reachable = signed_in.user.mfa and bool(await situation.db.read(factors_repo.passkeys_of, signed_in.user.id))
+    else:
+        reachable = wanted == acr.PASSWORD_ONLY or signed_in.user.mfa
     if not reachable:
         return ErrorRedirect(AuthorizationRedirect(UnmetAuthenticationRequirements(), request.redirect_uri,
                                                    request.state))
-    return sign_in(situation, reason)
+    decision = await sign_in(situation, reason)
+    return replace(decision, passkey_required=wanted == acr.PHISHING_RESISTANT)
 
 
-def select_account(situation: Situation, reason: str) -> SelectAccount:
+async def enrol(situation: Situation, reason: str) -> EnrolFactor:
+    """The security page first; the request resumes from there once a factor is set up."""
+    return EnrolFactor(situation.request, reason, situation.request.fields() if situation.answer is not None
+                       else [(name, value) for name, values in situation.request.parameters.items()
+                             for value in values])
+
+
+async def select_account(situation: Situation, reason: str) -> SelectAccount:
     return SelectAccount(situation.request, reason, resume_without(situation.request.parameters,
                                                                    Prompt.SELECT_ACCOUNT))
 
 
-def consent(situation: Situation, reason: str) -> Consent:
+async def consent(situation: Situation, reason: str) -> Consent:
     return Consent(situation.request, reason)
 
 
@@ -200,6 +225,10 @@ POLICY: tuple[Interaction, ...] = (
         Check("max_age", max_age_exceeded, LoginRequired),
         Check("prompt_login", requested(Prompt.LOGIN), LoginRequired),
         Check("id_token_hint", hint_names_another_user, _hinted_user_differs, silent_only=True),
+    )),
+    # No code for a user without a second factor when one is required (contract 19).
+    Interaction(Prompt.LOGIN, page=enrol, checks=(
+        Check("mfa_enrolment", no_second_factor, InteractionRequired),
     )),
     # A second sign-in for a stronger class (contract 19): under prompt=none, interaction_required.
     Interaction(Prompt.LOGIN, page=step_up, checks=(
