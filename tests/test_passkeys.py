@@ -144,6 +144,8 @@ async def test_a_user_adds_a_passkey_and_signs_in_with_it_without_an_email(brows
         await without_autofill(d)  # the button, not autofill, which Chromium's virtual authenticator answers at once
         await sign_out(d)
         await d.page.goto(d.tab.url("/login?next=/account/sessions"))
+        await expect(d.page.get_by_role("button", name="Sign in with a passkey")).to_be_visible()
+        await screenshot(d.tab, tmp_path, request, "sign-in", "sign-in-with-a-passkey")
         await d.page.get_by_role("button", name="Sign in with a passkey").click()
         await d.page.wait_for_url(lambda url: urlsplit(url).path == "/account/sessions")
         listed = (await api_security(server, token)).data
