@@ -140,6 +140,22 @@ def _session_amr(conn, user_id: str) -> list[str]:
     return [row[0] for row in conn.execute(select(sessions.c.amr).where(sessions.c.user_id == user_id))]
 
 
+async def test_a_password_change_voids_a_second_step_begun_with_the_old_password(server):
+    """Someone who has the old password and is at the second step gets nothing once the owner
+    changes it: the pending step is void (as every other session is ended)."""
+    srv = server
+    user, token, secret, codes = await enrolled(srv)
+    pending = await password_step(srv, user)
+    changed = await srv.client.post("/api/account/password", bearer=token,
+                                    json={"currentPassword": user["password"],
+                                          "newPassword": "a brand new passphrase 42"})
+    assert changed.status == 200, changed.text
+    r = await second_step(srv, pending["mfaToken"], "recovery_code", codes[0])
+    r.assert_error(401, "auth.mfa.failed")
+    r = await second_step(srv, pending["mfaToken"], "totp", oathtool(secret, srv.clock.now()))
+    r.assert_error(401, "auth.mfa.failed")
+
+
 async def test_a_wrong_password_says_nothing_about_factors(server):
     srv = server
     user, _, _, _ = await enrolled(srv)

@@ -204,6 +204,7 @@ class Accounts:
 
         def work(conn: Connection) -> int:
             repo.set_password_hash(conn, user.id, new_hash)
+            links.void_older(conn, user.id, LinkKind.MFA, now)  # a second step begun with the old password
             return end_all(conn, user.id, now, except_id=signed_in.session.id)
         ended = await self.db.transaction(work)
         await self.sessions.learn_now()

@@ -329,6 +329,7 @@ class Recovery:
             if links.take(conn, LinkKind.RESET, token, now) is None:
                 raise errors.ResetInvalid()
             links.void_older(conn, user.id, LinkKind.RESET, now)
+            links.void_older(conn, user.id, LinkKind.MFA, now)  # a second step begun with the old password
             users_repo.set_password_hash(conn, user.id, password_hash)
             users_repo.set_email_verified(conn, user.id, found.email)  # the link proved the address
             end_all(conn, user.id, now)

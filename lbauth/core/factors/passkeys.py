@@ -176,7 +176,7 @@ class Passkeys:
             raise errors.LoginFailed("That passkey was not accepted. Try again, or sign in with your email and "
                                      "password.")
         user, passkey = found
-        ttl = self.factors.settings.user_token_ttl
+        ttl = self.settings.user_token_ttl
         token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
                                             ip_address=ip_address, amr=f"{key_method(passkey)} user mfa")
         return NewSession(token, ttl, session.id)
@@ -219,7 +219,7 @@ class Passkeys:
             self.factors.limiter.hit(LIMIT, user_id)
             raise errors.MfaFailed("That passkey was not accepted; try again, or use another way.")
         user, passkey = found
-        ttl = self.factors.settings.user_token_ttl
+        ttl = self.settings.user_token_ttl
         token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
                                             ip_address=ip_address, amr=f"pwd {key_method(passkey)} mfa")
         return NewSession(token, ttl, session.id)
