@@ -342,7 +342,7 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
                 # and with the seeded one every later page would only show the sign-in form.
                 _page(case, seeded, *seeded.page_session())
         case ("listAuthorizations" | "listSessions" | "getProfile" | "updateProfile" | "getSecurity" | "enrolTotp"
-              | "confirmTotp" | "removeTotp" | "regenerateRecoveryCodes"):
+              | "confirmTotp" | "removeTotp" | "regenerateRecoveryCodes" | "removePasskey"):
             _with_header(case, "Authorization", bearer)
         case "apiLogout":
             _with_header(case, "Authorization", f"Bearer {seeded.sign_in()}")  # logging out ends it
@@ -439,8 +439,12 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
         case "accountPage" | "sessionsPage" | "deleteAccountPage" | "profileSubmit":
             _page(case, seeded)
         case ("securityPage" | "totpEnrolSubmit" | "totpConfirmSubmit" | "totpRemoveSubmit"
-              | "recoveryCodesSubmit"):  # generated codes are wrong: the seeded user never gets a second factor
+              | "recoveryCodesSubmit" | "passkeyRemoveSubmit"):  # generated codes are wrong: the seeded user
+            _page(case, seeded)                                   # never gets a second factor
+        case ("passkeyAddOptions" | "passkeyAdd" | "passkeySignInOptions" | "passkeySignIn"
+              | "passkeySecondStepOptions" | "passkeySecondStep"):  # a page's script: the XSRF token in a header
             _page(case, seeded)
+            _with_header(case, "X-XSRFToken", seeded.xsrf)
         case "passwordSubmit" | "deleteAccountSubmit" | "endSessionSubmit":  # generated passwords and ids are wrong
             _page(case, seeded, *seeded.page_session())
         case "endOtherSessionsSubmit":  # the other user's browser: the seeded sessions stay
@@ -482,6 +486,8 @@ def _got_past_authentication(case: schemathesis.Case, response: requests.Respons
     if response.status_code == 405:
         return False
     if any("sessionCookie" in requirement for requirement in case.operation.definition.raw["security"]):
+        if response.content.startswith(b'{"code":'):  # a page's script call: the JSON envelope
+            return response.status_code not in (401, 403)
         return 300 <= response.status_code < 400 or SIGNED_IN in response.content
     return response.status_code != 401
 
