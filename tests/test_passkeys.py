@@ -665,3 +665,34 @@ async def test_the_passkey_pages_run_only_their_own_script_file(browser, local_s
         await wait_until(lambda: any("Content Security Policy" in m for m in d.tab.console), 5, "a CSP report")
         with pytest.raises(AssertionError):
             d.tab.assert_no_csp_violation()
+
+
+async def test_a_synced_passkey_is_shown_as_synced_and_signs_in_as_a_software_key(browser, local_server):
+    """A passkey whose authenticator may back it up (a synced one, backup eligible): the list says
+    "Synced", the API `synced: true`, and a sign-in with it (no email, on the way to an app) gives
+    tokens with amr swk user mfa, still acr phr."""
+    from playwright.async_api import expect
+    server = local_server
+    user = await server.create_user()
+    token = await server.login(user["email"], user["password"])
+    app = await server.create_app(user["email"], redirect_uris=[REGISTERED_URI])
+    async with device(browser, server) as d:
+        await without_autofill(d)
+        await d.add_authenticator(defaultBackupEligibility=True)
+        await sign_in_with_password(d, user["email"], user["password"])
+        await add_passkey(d, "Phone")
+        await expect(d.page.locator("#passkeys .passkey-item").filter(has_text="Phone").locator(".badge")).to_have_text(
+            "Synced")
+        assert [p["synced"] for p in (await api_security(server, token)).data["passkeys"]] == [True]
+        await sign_out(d)
+
+        server.clock.advance(60)
+        signed_in_at = int(server.clock.now())
+        await passkey_sign_in(d, oauth_url(front_params(app["clientId"], REGISTERED_URI, state="synced",
+                                                        scope="openid userinfo")))
+        query = await decide(d.tab, "Approve")
+        r = await exchange(server, query["code"][0], REGISTERED_URI, app["clientId"], app["clientSecret"])
+        assert r.status == 200, r.text
+        for claims in (unverified_claims(r.data["idToken"]), unverified_claims(r.data["accessToken"])):
+            assert (claims["amr"], claims["acr"], claims["auth_time"]) == (["swk", "user", "mfa"], "phr", signed_in_at)
+        d.tab.assert_no_csp_violation()
