@@ -696,3 +696,44 @@ async def test_a_synced_passkey_is_shown_as_synced_and_signs_in_as_a_software_ke
         for claims in (unverified_claims(r.data["idToken"]), unverified_claims(r.data["accessToken"])):
             assert (claims["amr"], claims["acr"], claims["auth_time"]) == (["swk", "user", "mfa"], "phr", signed_in_at)
         d.tab.assert_no_csp_violation()
+
+
+async def test_signing_in_again_with_a_passkey_never_switches_to_another_account(browser, local_server):
+    """A is signed in with a password (and owns a passkey); the device holds B's passkey. A's
+    second sign-in (as `acr_values=phr` asks) offers only A's passkeys, and B's answer, even with
+    the list dropped, is refused: the session stays A's, no B session is opened."""
+    server = local_server
+    a, b = await server.create_user(), await server.create_user()
+    async with device(browser, server) as d:
+        await without_autofill(d)
+        await d.add_authenticator()
+        await sign_in_with_password(d, a["email"], a["password"])
+        a_codes = await add_passkey(d, "A's laptop")
+        (a_credential,) = await d.credentials(d.authenticators[0])
+        await sign_out(d)
+        b_device = await d.replace_authenticator()
+        await sign_in_with_password(d, b["email"], b["password"])
+        await add_passkey(d, "B's laptop")
+        (b_credential,) = await d.credentials(b_device)
+        await sign_out(d)
+
+        # A signs in with the password and a recovery code (A's passkey is not on this device)
+        await password_step(d, a["email"], a["password"], next_path="/account/")
+        await d.page.get_by_label("A recovery code").check()
+        await d.page.get_by_label("Code", exact=True).fill(a_codes[0])
+        await d.page.get_by_role("button", name="Continue").click()
+        await d.page.wait_for_url(lambda url: urlsplit(url).path == "/account/")
+        a_session = await d.session_cookie()
+        await d.page.goto(d.tab.url(SECURITY))  # a page whose policy lets its script call the server
+        options = await post_json(d, "/login/passkey/options", {})
+        assert options[0] == 200
+        b_id = b_credential["credentialId"].replace("+", "-").replace("/", "_").rstrip("=")
+        a_id = a_credential["credentialId"].replace("+", "-").replace("/", "_").rstrip("=")
+        assert [c["id"] for c in options[1]["data"]["allowCredentials"]] == [a_id]
+        answer = await assertion(d, "/login/passkey/options", drop_allow_credentials=True)
+        assert answer["id"] == b_id
+        status, envelope = await post_json(d, "/login/passkey", {"credential": answer, "next": "/account/"})
+        assert (status, envelope.get("subCode")) == (401, "auth.login.failed"), envelope
+        assert await d.session_cookie() == a_session
+        me = await d.page.goto(d.tab.url("/account/"))
+        assert me is not None and a["email"] in await d.page.content() and b["email"] not in await d.page.content()

@@ -79,7 +79,8 @@ class PasskeySignInOptions(PasskeyCall):
 
     async def post(self) -> None:
         self.call()
-        self.send_options(await self.services.passkeys.sign_in_options())
+        self.services.rate_limits.hit("login-address", self.request.remote_ip or "")  # each writes a challenge
+        self.send_options(await self.services.passkeys.sign_in_options(self.user))
 
 
 class PasskeySignIn(PasskeyCall):
@@ -89,7 +90,7 @@ class PasskeySignIn(PasskeyCall):
         body = self.call()
         self.services.rate_limits.hit("login-address", self.request.remote_ip or "")  # as a password sign-in
         next_url = safe_next(body.get("next") if isinstance(body.get("next"), str) else None)
-        session = await self.services.passkeys.sign_in(body.get("credential"), kind=BROWSER,
+        session = await self.services.passkeys.sign_in(body.get("credential"), kind=BROWSER, signed_in=self.user,
                                                        user_agent=self.user_agent(),
                                                        ip_address=self.request.remote_ip or "")
         await self.signed_in_by_script(session.token, next_url)

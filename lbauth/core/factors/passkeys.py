@@ -155,22 +155,29 @@ class Passkeys:
 
     # ---- signing in with one, no email or password -----------------------------------------------
 
-    async def sign_in_options(self) -> str:
+    async def sign_in_options(self, signed_in: User | None = None) -> str:
         """PublicKeyCredentialRequestOptions as JSON, for any of the site's passkeys (no
-        `allowCredentials`: the browser lists the ones it holds, or offers them as autofill)."""
+        `allowCredentials`: the browser lists the ones it holds, or offers them as autofill). With a
+        user `signed_in` already (signing in again: `acr_values=phr`, `prompt=login`), only theirs:
+        signing in again never switches to another account's passkey."""
         now = int(self.clock.now())
-        token = await self.db.transaction(lambda conn: links.issue(conn, LinkKind.PASSKEY, email="", user_id=None,
-                                                                   now=now))
-        return self._request_options(token, [])
 
-    async def sign_in(self, credential: object, *, kind: str, user_agent: str = "",
+        def work(conn: Connection) -> tuple[str, list[Passkey]]:
+            user_id = signed_in.id if signed_in is not None else None
+            token = links.issue(conn, LinkKind.PASSKEY, email="", user_id=user_id, now=now)
+            return token, repo.passkeys_of(conn, user_id) if user_id is not None else []
+        return self._request_options(*await self.db.transaction(work))
+
+    async def sign_in(self, credential: object, *, kind: str, signed_in: User | None = None, user_agent: str = "",
                       ip_address: str = "") -> NewSession:
-        """A passkey sign-in is complete (contract 19): `amr` "hwk|swk user mfa", `acr` phr. Any
-        failure is the sign-in's usual LoginFailed, which says nothing of the account."""
+        """A passkey sign-in is complete (contract 19): `amr` "hwk|swk user mfa", `acr` phr; by the
+        `signed_in` user's own passkey when there is one (`sign_in_options`). Any failure is the
+        sign-in's usual LoginFailed, which says nothing of the account."""
         now = int(self.clock.now())
+        for_user = signed_in.id if signed_in is not None else None
 
         def work(conn: Connection) -> tuple[User, Passkey] | None:
-            return self._assert(conn, credential, now, for_user=None)
+            return self._assert(conn, credential, now, for_user=for_user)
         found = await self.db.transaction(work)
         if found is None:
             raise errors.LoginFailed("That passkey was not accepted. Try again, or sign in with your email and "
