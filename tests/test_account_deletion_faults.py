@@ -244,6 +244,8 @@ async def test_an_authorization_racing_a_disable_gives_no_code_that_still_works(
         codes: dict[str, list[str]] = {each.client_id: [] for each in apps}
         loops = [asyncio.ensure_future(authorize_until_refused(server, each, codes[each.client_id], []))
                  for each in apps]
+        # the race is on once codes are coming (a fast `disable` could otherwise win before any was asked)
+        await wait_until(lambda: sum(map(len, codes.values())) >= len(apps), 30, step=0.01)
         result = await arun_cli("users", "disable", s.user["email"], "--json", env=env)
         assert result.returncode == 0, result.stderr
         await asyncio.wait_for(asyncio.gather(*loops), 30)
