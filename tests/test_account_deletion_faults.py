@@ -161,6 +161,8 @@ async def test_a_sign_in_racing_a_disable_gives_no_token_that_works_after_enable
         user = await server.create_user()
         signers = [asyncio.ensure_future(sign_in_until_refused(server, user["email"], user["password"], issued))
                    for _ in range(4)]
+        # the race is on once sign-ins are coming (a fast `disable` could otherwise win before any)
+        await wait_until(lambda: len(issued) >= 4, 30, step=0.01)
         result = await arun_cli("users", "disable", user["email"], "--json", env=env)
         assert result.returncode == 0, result.stderr
         await asyncio.wait_for(asyncio.gather(*signers), 30)  # each ends at its first refusal
