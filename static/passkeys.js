@@ -4,7 +4,10 @@
 (function () {
   "use strict";
 
-  var supported = window.PublicKeyCredential && PublicKeyCredential.parseRequestOptionsFromJSON &&
+  // Browsers refuse an IP address as a passkey's domain: offer nothing there.
+  var ipAddress = /^[0-9.]+$/.test(location.hostname) || location.hostname.indexOf(":") >= 0 ||
+    location.hostname.charAt(0) === "[";
+  var supported = !ipAddress && window.PublicKeyCredential && PublicKeyCredential.parseRequestOptionsFromJSON &&
     PublicKeyCredential.parseCreationOptionsFromJSON;
 
   function xsrf() {
@@ -21,7 +24,10 @@
     var envelope = null;
     try { envelope = await answer.json(); } catch (e) { envelope = null; }
     if (!answer.ok || !envelope || envelope.code !== 0) {
-      throw new Error(envelope && envelope.message ? envelope.message : "The server could not be reached; try again.");
+      var refused = new Error(envelope && envelope.message ? envelope.message :
+        "The server could not be reached; try again.");
+      refused.fromServer = true;
+      throw refused;
     }
     return envelope.data;
   }
@@ -47,6 +53,7 @@
     var optionsPath = box.getAttribute("data-options");
     var signInPath = box.getAttribute("data-sign-in");
     var autofill = null;  // the conditional request's AbortController
+    var retries = 0;
 
     var signIn = async function (mediation) {
       var options = await call(optionsPath);
@@ -70,9 +77,12 @@
       try {
         await signIn("conditional");
       } catch (error) {
-        if (!cancelled(error)) {
+        // Autofill runs in the background: the browser's own refusals end it quietly; a passkey the
+        // user picked that the server refused is said, and the passkeys are offered once more.
+        if (error && error.fromServer && retries < 1) {
+          retries += 1;
           say(problem, error.message);
-          startAutofill();  // offer the passkeys again, with a new challenge
+          startAutofill();
         }
       }
     };
@@ -88,6 +98,7 @@
         } catch (error) {
           say(problem, cancelled(error) ? "No passkey was used. Try again, or use another way to sign in." :
             error.message);
+          retries = 0;
           startAutofill();
         } finally {
           button.disabled = false;
