@@ -28,10 +28,9 @@ import pytest
 from tests.conftest import arun_cli, running_server
 from tests.flow_helpers import REGISTERED_URI, exchange, front_params, oauth_url
 from tests.support import unverified_claims, wait_until
-from tests.test_browser import TIMEOUT_MS, Tab, decide, page_problems, screenshot
+from tests.test_browser import Tab, decide, open_tab, page_problems, screenshot
 
 SECURITY = "/account/security"
-APP_ORIGIN = "https://app.example"  # REGISTERED_URI's: intercepted in the tab
 SESSION_COOKIE = "lbauth_session"
 REPORT_CSP_VIOLATIONS = """document.addEventListener("securitypolicyviolation", (event) => console.error(
   `Content Security Policy violation: ${event.violatedDirective} blocked ${event.blockedURI || "inline"}`));"""
@@ -91,22 +90,11 @@ class Device:
 
 @asynccontextmanager
 async def device(browser: Any, server: Any):
-    context = await browser.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
-    page = await context.new_page()
-    tab = Tab(page=page, origin=server.url)
-    page.on("request", lambda request: tab.requested.append(request.url))
-    page.on("console", lambda message: tab.console.append(message.text))
+    tab = await open_tab(browser, server)  # the app's redirect URI intercepted, requests and console kept
+    context, page = tab.page.context, tab.page
     # A CSP violation is reported on the console, where Tab.assert_no_csp_violation looks for it, by
     # the page's own `securitypolicyviolation` event (Chromium's own report is not a console message).
     await context.add_init_script(REPORT_CSP_VIOLATIONS)
-
-    async def answer_for_the_app(route: Any) -> None:
-        """The app's redirect URI: nothing serves it; the URL is recorded, a stub page answers."""
-        tab.intercepted.append(route.request.url)
-        await route.fulfill(status=200, content_type="text/html; charset=utf-8",
-                            body="<!doctype html><title>app</title><p>Redirect received by the app.</p>")
-    await page.route(APP_ORIGIN + "/**", answer_for_the_app)
     cdp = await context.new_cdp_session(page)
     await cdp.send("WebAuthn.enable", {"enableUI": False})
     try:
