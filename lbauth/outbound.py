@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import re
 import socket
@@ -65,9 +66,16 @@ class PublicOnlyResolver(Resolver):
 
 def outbound_tls(settings: Settings) -> ssl.SSLContext:
     """The system's trusted CAs plus the PEM file LBAUTH_OUTBOUND_CA_FILE names (a private CA)."""
+    return _tls_context(str(settings.outbound_ca_file) if settings.outbound_ca_file else None)
+
+
+@functools.cache
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """One context per CA file for the process: reading the system's CAs takes tens of
+    milliseconds, and a context is safe to share between clients."""
     context = ssl.create_default_context()
-    if settings.outbound_ca_file:
-        context.load_verify_locations(cafile=str(settings.outbound_ca_file))
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
     return context
 
 

@@ -6,6 +6,7 @@ open the connection ourselves and run Alembic's synchronous commands on it via r
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from alembic import command
@@ -34,6 +35,7 @@ def _config(connection: Connection | None = None, signing_alg: str = DEFAULT_SIG
     return config
 
 
+@functools.cache
 def head_revision() -> str:
     head = ScriptDirectory.from_config(_config()).get_current_head()
     assert head is not None  # migrations/versions is never empty
@@ -55,6 +57,8 @@ async def upgrade(db: Database, signing_alg: str = DEFAULT_SIGNING_ALG) -> tuple
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
         before = _current(connection)
+        if before == head_revision():  # up to date: every start but the first after a release
+            return before, before
         command.upgrade(_config(connection, signing_alg), "head")
         after = _current(connection)
         assert after is not None  # upgraded to the head revision
