@@ -74,7 +74,7 @@ pytestmark = pytest.mark.slow
 # Generated cases per operation in the fuzzing phase (the examples and coverage phases add the document's
 # examples and schemathesis's deterministic boundary cases). Bounded so the module stays under a minute
 # per backend on a 2-core machine; raise LBAUTH_FUZZ_EXAMPLES locally to fuzz harder.
-MAX_EXAMPLES = int(os.environ.get("LBAUTH_FUZZ_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("LBAUTH_FUZZ_EXAMPLES", "12"))
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
           response_headers_conformance, allow_header_conformance]
