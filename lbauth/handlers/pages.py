@@ -48,7 +48,10 @@ class StaticFiles(tornado.web.StaticFileHandler):
         return super().validate_absolute_path(root, absolute_path)
 
 
+@functools.cache
 def make_templates() -> jinja2.Environment:
+    """The pages' templates, one environment per process: it holds no setting, and each template is
+    compiled once (servers started in one process, as the tests do, share them)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource_dir("templates")),
                              autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
     env.filters["iso"] = iso  # a stored Unix time as the API writes it
