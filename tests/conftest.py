@@ -38,6 +38,8 @@ from sqlalchemy.engine import make_url
 from lbauth import logs
 from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
+from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG, ensure_active_key
+from lbauth.core.crypto.masterkey import MasterKeys, generate_key_text
 from lbauth.mailer import DEVELOPMENT_LINK
 from lbauth.server import RunningServer, build_services, start
 from lbauth.services import Services
@@ -58,6 +60,25 @@ START_TIME = 1_900_000_000  # the frozen clock's start: 2030-03-17
 # the default cost itself.
 TEST_ARGON2 = "t=1,m=8,p=1"
 _EMPTIED = tuple(reversed(Base.metadata.sorted_tables))  # children first
+# Every test database starts with the ID tokens' RS256 key, sealed under this master key, which
+# every test's data dir holds (`give_master_key`), as a deployment that has run before would:
+# making a 2048-bit RSA key at each server start was a third of a short test's CPU. The
+# access-token key is still made at start, of the algorithm the test's settings ask for.
+TEMPLATE_MASTER_KEY = generate_key_text()
+
+
+async def _seed_id_token_key(db: Database) -> None:
+    master_keys = MasterKeys.parse(TEMPLATE_MASTER_KEY, "the tests' master key")
+    await ensure_active_key(db, FrozenClock(START_TIME), master_keys, ID_TOKEN_DEFAULT_ALG)
+
+
+def give_master_key(data_dir: Path) -> None:
+    """The data dir of a test database's server: it holds the key the database's seeded key is
+    sealed under (0700 and 0600, as lbauth makes them)."""
+    data_dir.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(data_dir / "master.key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(TEMPLATE_MASTER_KEY + "\n")
 
 
 def _pg_dsn(url: str, database: str | None = None) -> str:
@@ -108,6 +129,7 @@ class PostgresTemplate:
         self.schema = ""
         self.free: list[str] = []  # copies handed back, emptied
         self.copies: set[str] = set()
+        self.keys: list[asyncpg.Record] = []  # the seeded signing keys, put back after each test
 
     def prepare(self) -> None:
         async def work() -> None:
@@ -115,11 +137,13 @@ class PostgresTemplate:
             db = open_database(_pg_url(self.name))
             try:
                 await migrate.upgrade(db)
+                await _seed_id_token_key(db)
             finally:
                 await db.close()
             conn = await asyncpg.connect(_pg_dsn(PG_URL, self.name), timeout=5)
             try:
                 self.schema = await conn.fetchval(_SCHEMA_PRINT)
+                self.keys = await conn.fetch("SELECT * FROM signing_keys")
             finally:
                 await conn.close()
         try:
@@ -147,8 +171,11 @@ class PostgresTemplate:
                 if await conn.fetchval(_SCHEMA_PRINT) != self.schema:
                     raise ValueError("the test changed the schema")
                 sequences = [row[0] for row in await conn.fetch("SELECT sequencename FROM pg_sequences")]
-                await conn.execute("BEGIN; " + "".join(f'DELETE FROM "{table.name}"; ' for table in _EMPTIED)
-                                   + "".join(f'ALTER SEQUENCE "{seq}" RESTART; ' for seq in sequences) + "COMMIT")
+                async with conn.transaction():
+                    await conn.execute("".join(f'DELETE FROM "{table.name}"; ' for table in _EMPTIED)
+                                       + "".join(f'ALTER SEQUENCE "{seq}" RESTART; ' for seq in sequences))
+                    await conn.copy_records_to_table("signing_keys", records=self.keys,
+                                                     columns=list(self.keys[0].keys()))
             finally:
                 await conn.close()
         except (OSError, ValueError, asyncpg.PostgresError, TimeoutError):
@@ -180,6 +207,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         db = open_database(f"sqlite+aiosqlite:///{path}")
         try:
             await migrate.upgrade(db)
+            await _seed_id_token_key(db)
         finally:
             await db.close()
     _run_apart(work())
@@ -224,7 +252,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 async def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    """A fresh, migrated database for this test."""
+    """A fresh, migrated database for this test, with its ID-token key; the master key that opens
+    it is in the test's data dir (tmp_path / "data")."""
+    give_master_key(tmp_path / "data")
     if backend == "sqlite":
         path = tmp_path / "lbauth.db"
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)

@@ -167,7 +167,7 @@ def _serve_refusal(env: dict[str, str]):
 async def test_serve_refuses_a_database_sealed_under_a_master_key_it_lacks(tmp_path, database_url):
     """A second server with its own data dir on the deployment's database (contract 8): it exits
     with status 1, names the key id it needs and the remedy, and generates no key of its own."""
-    first = await start_server(tmp_path / "first", database_url)
+    first = await start_server(tmp_path, database_url)
     await first.create_app((await first.create_user())["email"])  # a webhook secret sealed too
     first.client.close()
     await first.running.stop()

@@ -63,6 +63,7 @@ from tests.conftest import (
     _pg_admin,
     _pg_url,
     _run_apart,
+    give_master_key,
     require_postgres,
     run_cli,
 )
@@ -228,6 +229,7 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         pg_name = f"lbauth_f_{secrets.token_hex(6)}"
         _run_apart(_pg_admin([f'CREATE DATABASE "{pg_name}" TEMPLATE "{template.name}"']))
         database_url = _pg_url(pg_name)
+    give_master_key(tmp / "data")  # the one that opens the template's ID-token key
     proc, url, log, env = _start(database_url, tmp / "data")
     http = requests.Session()
     try:

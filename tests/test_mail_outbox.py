@@ -249,7 +249,7 @@ async def test_a_message_queued_before_a_sigkill_is_sent_once_after_the_restart(
     """The SMTP server is down when the message is first tried; the server process is killed with
     SIGKILL while the message waits for its retry; a new process sends it, once."""
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
+    data_dir.mkdir(exist_ok=True)  # it holds the master key already
     await mailbox.stop()
     settings = {"smtp_url": mailbox.url, "mail_retry_schedule": ",".join(["3"] * 20)}
     env = {"LBAUTH_DATABASE_URL": database_url, "LBAUTH_DATA_DIR": str(data_dir)}

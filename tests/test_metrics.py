@@ -106,7 +106,7 @@ async def test_workers_share_their_counts(tmp_path, database_url):
     scrape, whichever worker answers it, must report the same sum.
     """
     from tests.processes import ServerProcess
-    server = await ServerProcess(database_url, tmp_path, workers="2").start()
+    server = await ServerProcess(database_url, tmp_path / "data", workers="2").start()
 
     scrapes = 0
 
@@ -128,7 +128,7 @@ async def test_workers_share_their_counts(tmp_path, database_url):
         the answers): how many of those requests that process answered."""
         for _ in range(100):
             counts = {pid: value(samples, "lbauth_http_requests_total", route=route, method="GET", status="200")
-                      for pid, samples in counts_by_process(tmp_path / "metrics").items()}
+                      for pid, samples in counts_by_process(tmp_path / "data" / "metrics").items()}
             if sum(counts.values()) == total:
                 return counts
             await asyncio.sleep(0.05)
@@ -145,7 +145,7 @@ async def test_workers_share_their_counts(tmp_path, database_url):
             assert r.status == 200
             sent += 1
         counts = [value(samples, "lbauth_http_requests_total", route="/healthz", method="GET", status="200")
-                  for samples in counts_by_process(tmp_path / "metrics").values()]
+                  for samples in counts_by_process(tmp_path / "data" / "metrics").values()]
         return len([count for count in counts if count > 0]) == 2
 
     try:

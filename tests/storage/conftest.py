@@ -3,11 +3,14 @@ file and PostgreSQL, tests/conftest.py's `database_url`), records in and out, no
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import delete
 
-from lbauth.storage.db import Database
+from lbauth.storage.db import Database, open_database
+from lbauth.storage.models import signing_keys
 from lbauth.storage.records import App, ClientMetadata, Registration, User
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -15,6 +18,18 @@ from lbauth.storage.repo import users as users_repo
 from tests.conftest import START_TIME
 
 NOW = START_TIME
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    """This test's fresh database, opened, with no row at all: the records a test reads back are
+    the ones it wrote (the other tests' databases start with an ID-token key)."""
+    database = open_database(database_url)
+    try:
+        await database.transaction(lambda conn: conn.execute(delete(signing_keys)))
+        yield database
+    finally:
+        await database.close()
 
 
 def new_user(user_id: str = "usr_1", email: str = "ada@example.com") -> User:
