@@ -123,7 +123,7 @@ def compare(wrk: str, seconds: int, pg_url: str, rounds: int = 3) -> dict:
         deployment = bench_http.Deployment("postgresql", 1, data_dir, pg_url)
         bench_http.asyncio.run(deployment.create_database())
         try:
-            per_run = seconds * 2000 + WARM_CODES  # per wrk thread: 4,000 req/s at most, 2 threads
+            per_run = seconds * 4000 + WARM_CODES  # per wrk thread: 8,000 req/s at most, 2 threads
             seed = bench_http.asyncio.run(deployment.seed(codes_per_thread=rounds * len(configs) * per_run,
                                                           openid_codes=False))
             plan_file = data_dir / "plan.json"
