@@ -65,6 +65,7 @@ ROUTES = [
     # Standard clients (RFC shapes)
     (r"/oauth/token", oauth_rfc.OAuthTokenHandler),
     (r"/oauth/revoke", oauth_rfc.OAuthRevokeHandler),
+    (r"/oauth/par", oauth_rfc.OAuthParHandler),
     (r"/oauth/introspect", oauth_rfc.OAuthIntrospectHandler),
     (r"/oauth/register", registration.RegisterHandler),
     (r"/oauth/register/([^/]+)", registration.ClientConfigurationHandler),

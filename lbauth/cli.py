@@ -221,7 +221,8 @@ async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
         return await _apps(db, settings).update(
             args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
-            id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri)
+            id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri,
+            require_par=args.require_par)
     return await with_database(settings, work)
 
 
@@ -394,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-webhook", action="store_true", help="re-enable a webhook disabled by a 410")
     p.add_argument("--id-token-alg", choices=ID_TOKEN_ALGS, help="the algorithm of its ID tokens")
     p.add_argument("--post-logout-redirect-uri", action="append", metavar="URI", help="replaces the list")
+    p.add_argument("--require-par", action=argparse.BooleanOptionalAction, default=None,
+                   help="accept only pushed authorization requests (RFC 9126) at /oauth/ (--no-require-par: any)")
     p = command(a, "rotate-secret", cmd_apps_rotate_secret, "issue a new client secret; prints it this once")
     p.add_argument("client_id", metavar="CLIENT_ID")
     p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,

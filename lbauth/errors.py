@@ -190,6 +190,19 @@ class RequestUriNotSupported(LbauthError):
     message = "Request objects by reference (the request_uri parameter) are not supported."
 
 
+class RequestUriInvalid(UntrustedClientRequest):
+    """RFC 9126 4, RFC 9101 6.2: a pushed request's `request_uri` that is unknown, expired, spent
+    or another client's; an error page, since nothing of the request can be trusted."""
+    sub_code, rfc_error = "oauth2.request_uri.invalid", "invalid_request_uri"
+    message = "The pushed authorization request has expired or was already used: the app must start again."
+
+
+class PushedRequestRequired(LbauthError):
+    """RFC 9126 5: this app sends its authorization requests by pushing them first."""
+    sub_code = "oauth2.pushed_request.required"
+    message = "This application must push its authorization requests first (pushed authorization requests)."
+
+
 class TargetInvalid(LbauthError):
     """RFC 8707 2: a resource indicator this server does not know, or the client may not ask for."""
     sub_code, rfc_error, message = "oauth2.target.invalid", "invalid_target", "The requested resource is invalid."

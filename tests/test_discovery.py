@@ -110,6 +110,8 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "end_session_endpoint": f"{base}/oauth/logout",
         "revocation_endpoint": f"{base}/oauth/revoke",
         "introspection_endpoint": f"{base}/oauth/introspect",
+        "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
+        "require_pushed_authorization_requests": False,
         "scopes_supported": ["openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write",
                              "note.write", "voice", "plaza.read", "plaza.write", "agent_memory"],
         "response_types_supported": ["code"],

@@ -28,7 +28,7 @@ from lbauth.handlers.pages import PageHandler
 from lbauth.storage.records import App, Registration
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
-                   "code_challenge_method", "nonce", "resource")
+                   "code_challenge_method", "nonce", "resource", "request_uri")
 _LISTS = ("resource",)  # may repeat (RFC 8707 2)
 
 
@@ -76,8 +76,8 @@ class AuthorizePage(PageHandler):
 
     def consent_page(self, request: AuthorizationRequest) -> None:
         self.allow_form_to(request.redirect_uri)
-        hidden = request.fields()
-        if request.nonce is not None:
+        hidden = request.posted_back()
+        if request.nonce is not None and request.request_uri is None:
             hidden.append(("nonce", request.nonce))
         self.render_page("consent.html", app=request.app, request=request, registered_by=_registered_by(request.app),
                          scopes=[(name, scopes.SCOPES[name]) for name in request.scopes], resources=request.resources,

@@ -51,6 +51,24 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
         self.send_json(token_set.rfc6749())
 
 
+class OAuthParHandler(ClientAuthenticatedHandler):
+    """POST /oauth/par (RFC 9126 2): a client pushes its authorization request, authenticated as
+    at the token endpoint, and gets 201 with the `request_uri` that stands for it at /oauth/ for
+    60 seconds. Errors are RFC 6749 JSON errors, never redirects (2.3)."""
+
+    list_fields = ("resource",)  # RFC 8707 2
+    _CREDENTIALS = ("client_secret",)  # never kept with the request
+
+    async def post(self) -> None:
+        self.form()
+        oauth = self.services.oauth
+        app = await oauth.authenticate(self.client())
+        params = {name: value if isinstance(value, list) else [value]
+                  for name, value in self._form.items() if name not in self._CREDENTIALS}
+        pushed = await oauth.authorization_endpoint.push(app, params)
+        self.send_json({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, status=201)
+
+
 class OAuthRevokeHandler(CorsHandler, ClientAuthenticatedHandler):
     """POST /oauth/revoke (RFC 7009): 200 whether or not the token was known (2.2), with the body
     `{}` as JSON (contract 7): clients that parse every answer as JSON (simple-oauth2) need one."""

@@ -37,6 +37,8 @@ def metadata(settings: Settings, server: AuthorizationServer) -> dict:
         "end_session_endpoint": f"{pages}/oauth/logout",
         "revocation_endpoint": f"{base}/oauth/revoke",
         "introspection_endpoint": f"{base}/oauth/introspect",
+        "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
+        "require_pushed_authorization_requests": False,  # per app, in its registration
         "scopes_supported": list(scopes.ALL),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],

@@ -364,6 +364,22 @@ class Passkey(Base):
     last_used_at: Mapped[int | None] = mapped_column(Time)
 
 
+class PushedRequest(Base):
+    """A pushed authorization request (RFC 9126), by the digest of its `request_uri`: the client's
+    parameters as it pushed them (name -> every value), then as the authorization endpoint left
+    them for the next page (a sign-in asked for by `prompt=login` is not asked again). Unused, it
+    lives 60 seconds; its first use gives the user time to sign in (`expires_at` moves once);
+    `completed_at`: a code or an error went back to the client, and the request is spent."""
+    __tablename__ = "pushed_requests"
+    request_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"), index=True)
+    parameters: Mapped[dict[str, list[str]]] = mapped_column(JSON)
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+    first_used_at: Mapped[int | None] = mapped_column(Time)
+    completed_at: Mapped[int | None] = mapped_column(Time)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -386,3 +402,4 @@ link_tokens = _table(LinkToken)
 totp_factors = _table(TotpFactor)
 recovery_codes = _table(RecoveryCode)
 passkeys = _table(Passkey)
+pushed_requests = _table(PushedRequest)

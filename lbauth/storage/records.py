@@ -101,6 +101,11 @@ class App:
         wanted = set(registered.split()) if isinstance(registered, str) else set()
         return [s for s in self.scopes if s in wanted] or list(self.scopes)
 
+    @property
+    def requires_pushed_requests(self) -> bool:
+        """RFC 9126 6: its authorization requests must be pushed first (`ClientMetadata`'s field)."""
+        return (self.client_metadata or {}).get("require_pushed_authorization_requests") is True
+
 
 @dataclass(frozen=True, slots=True)
 class ClientMetadata:
@@ -124,15 +129,17 @@ class ClientMetadata:
     scope: str | None = None  # the default for a request without `scope`, never a ceiling
     client_uri: str | None = None
     logo_uri: str | None = None
+    require_pushed_authorization_requests: bool = False  # RFC 9126 6: no plain request at /oauth/
 
     @property
     def public(self) -> bool:
         return self.token_endpoint_auth_method == PUBLIC_CLIENT_METHOD
 
     def extensions(self) -> dict[str, Any]:
-        """The `client_metadata` column: the fields without a column, those that have a value."""
+        """The `client_metadata` column: the fields without a column, those that have a value (a
+        flag only when set)."""
         values = {name: getattr(self, name) for name in _EXTENSIONS}
-        return {name: value for name, value in values.items() if value is not None}
+        return {name: value for name, value in values.items() if value is not None and value is not False}
 
     def columns(self) -> dict[str, Any]:
         """The app row's columns this metadata fills."""
@@ -174,6 +181,7 @@ class AppChanges:
     webhook_secret_sealed: str | None = None
     id_token_alg: str | None = None
     post_logout_redirect_uris: list[str] | None = None
+    client_metadata: dict[str, Any] | None = None  # the fields without a column (ClientMetadata.extensions)
 
     def columns(self) -> dict[str, Any]:
         """The columns to write and their new values."""

@@ -30,6 +30,8 @@ EXPECTED = {
     errors.ConsentRequired: (400, "oauth2.consent.required", "consent_required", True),
     errors.RequestNotSupported: (400, "oauth2.request.not_supported", "request_not_supported", True),
     errors.RequestUriNotSupported: (400, "oauth2.request_uri.not_supported", "request_uri_not_supported", True),
+    errors.RequestUriInvalid: (400, "oauth2.request_uri.invalid", "invalid_request_uri", False),
+    errors.PushedRequestRequired: (400, "oauth2.pushed_request.required", "invalid_request", True),
     errors.TargetInvalid: (400, "oauth2.target.invalid", "invalid_target", True),
     errors.GrantTypeInvalid: (400, "oauth2.grant_type.invalid", "unsupported_grant_type", True),
     errors.ClientSecretMismatch: (401, "oauth2.client.secret_mismatch", "invalid_client", True),

@@ -4,6 +4,7 @@ only as a SHA-256 digest, the webhook secret only sealed under the master key.""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.errors import ApplicationNotFound, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import KEEP, PUBLIC_CLIENT_METHOD, App, AppChanges, Registration
+from lbauth.storage.records import KEEP, PUBLIC_CLIENT_METHOD, App, AppChanges, ClientMetadata, Registration
 from lbauth.storage.repo import apps as repo
 from lbauth.storage.repo import users as users_repo
 
@@ -41,6 +42,7 @@ def view(app: App) -> dict[str, Any]:
             "webhookEnabled": app.webhook_disabled_at is None, "idTokenAlg": app.id_token_alg,
             "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
             "tokenEndpointAuthMethod": app.token_endpoint_auth_method,
+            "requirePushedAuthorizationRequests": app.requires_pushed_requests,
             "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
 
 
@@ -107,11 +109,14 @@ class Apps:
     async def update(self, client_id: str, *, name: str | None = None, redirect_uris: Sequence[str] | None = None,
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      enable_webhook: bool = False, id_token_alg: str | None = None,
-                     post_logout_redirect_uris: Sequence[str] | None = None) -> dict[str, Any]:
-        """Change what is given; `webhook_url=""` removes the webhook."""
+                     post_logout_redirect_uris: Sequence[str] | None = None,
+                     require_par: bool | None = None) -> dict[str, Any]:
+        """Change what is given; `webhook_url=""` removes the webhook; `require_par`: only pushed
+        authorization requests (RFC 9126 6)."""
         given = {"client_name": name, "redirect_uris": None if redirect_uris is None else list(redirect_uris),
                  "scopes": allowed_scopes, "webhook_url": webhook_url, "id_token_alg": id_token_alg,
-                 "post_logout_redirect_uris": post_logout_redirect_uris}
+                 "post_logout_redirect_uris": post_logout_redirect_uris,
+                 "require_pushed_authorization_requests": require_par}
         with _as_validation_failed():
             checked = metadata.check(given, self.intake, [field for field, value in given.items() if value is not None])
         changes = AppChanges(name=checked.get("name"), redirect_uris=checked.get("redirect_uris"),
@@ -119,7 +124,8 @@ class Apps:
                              webhook_disabled_at=None if webhook_url is not None or enable_webhook else KEEP,
                              id_token_alg=checked.get("id_token_alg"),
                              post_logout_redirect_uris=checked.get("post_logout_redirect_uris"))
-        return await self._change(client_id, changes)
+        extensions = {name: checked[name] for name in ("require_pushed_authorization_requests",) if name in checked}
+        return await self._change(client_id, changes, extensions)
 
     async def rotate_client_secret(self, client_id: str) -> dict[str, Any]:
         """A confidential app's new secret; a public client has none to rotate (contract 17). Whether
@@ -137,12 +143,18 @@ class Apps:
         await self._change(client_id, AppChanges(webhook_secret_sealed=sealed))
         return {"clientId": client_id, "webhookSecret": secret}
 
-    async def _change(self, client_id: str, changes: AppChanges) -> dict[str, Any]:
+    async def _change(self, client_id: str, changes: AppChanges,
+                      extensions: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`extensions`: new values of fields kept in `client_metadata`, merged into the stored ones."""
         def work(conn: Connection) -> App:
-            app = repo.by_client_id(conn, client_id)
+            app = repo.by_client_id(conn, client_id, lock=bool(extensions))
             if app is None:
                 raise ApplicationNotFound()
-            repo.update_app(conn, app.id, changes, int(self.clock.now()))
+            change = changes
+            if extensions:
+                merged = dataclasses.replace(ClientMetadata.of(app), **extensions)
+                change = dataclasses.replace(changes, client_metadata=merged.extensions())
+            repo.update_app(conn, app.id, change, int(self.clock.now()))
             changed = repo.by_client_id(conn, client_id)
             assert changed is not None  # in this transaction, since the read above
             return changed

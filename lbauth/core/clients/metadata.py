@@ -59,7 +59,8 @@ class EntryRefused(MetadataRefused):
 
 # What a client says of itself (RFC 7591 2), in the order they are checked.
 CLIENT_FIELDS = ("token_endpoint_auth_method", "grant_types", "response_types", "application_type",
-                 "redirect_uris", "client_name", "scope", "client_uri", "logo_uri")
+                 "redirect_uris", "client_name", "scope", "client_uri", "logo_uri",
+                 "require_pushed_authorization_requests")
 # What only an operator sets (contract 2 and 12): the scopes an app may ask for, its revocation
 # webhook, its ID tokens' algorithm and its logout redirect URIs (contract 15).
 OPERATOR_FIELDS = ("scopes", "webhook_url", "id_token_alg", "post_logout_redirect_uris")
@@ -214,6 +215,14 @@ def _id_token_alg(name: str, value: Any, intake: Intake) -> str:
     return value
 
 
+def _flag(name: str, value: Any, intake: Intake) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise MetadataRefused(name, "must be true or false")
+    return value
+
+
 def _strings(name: str, value: Any, default: list[str]) -> list[str]:
     if value is None:
         return default
@@ -241,6 +250,7 @@ _CHECKS: dict[str, tuple[str, Callable[[str, Any, Intake], Any]]] = {
     "webhook_url": ("webhook_url", _webhook_url),
     "id_token_alg": ("id_token_alg", _id_token_alg),
     "post_logout_redirect_uris": ("post_logout_redirect_uris", _post_logout_uris),
+    "require_pushed_authorization_requests": ("require_pushed_authorization_requests", _flag),  # RFC 9126 6
 }
 
 

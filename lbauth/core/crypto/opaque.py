@@ -30,6 +30,8 @@ RESET_LINK = "lba_pr_"
 MFA_TOKEN = "lba_mt_"  # noqa: S105
 # A WebAuthn ceremony's challenge (contract 19): 5 minutes, single use.
 PASSKEY_CHALLENGE = "lba_pk_"
+# A pushed authorization request's reference (RFC 9126 2.2), after its URN prefix: 60 s until first use.
+PUSHED_REQUEST = "lba_ru_"
 
 
 def new_secret(prefix: str) -> str:

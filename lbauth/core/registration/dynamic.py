@@ -64,6 +64,7 @@ def client_information(app: App, base_url: str) -> dict[str, Any]:
         "client_name": client.name,
         "scope": " ".join(app.default_scopes),
         "application_type": client.application_type,
+        "require_pushed_authorization_requests": client.require_pushed_authorization_requests,  # RFC 9126 6
         "registration_client_uri": registration_client_uri(base_url, app.client_id),
     }
     for optional in ("client_uri", "logo_uri"):

@@ -13,6 +13,8 @@ from lbauth.storage.repo import duplicate_refused, shaped
 _WITH_OWNER = shaped(App, select(apps, users.c.email.label("owner_email"))
                      .outerjoin(users, users.c.id == apps.c.owner_id))
 _BY_CLIENT_ID = _WITH_OWNER.where(apps.c.client_id == bindparam("client_id"))  # built once: see repo/codes.py
+# For a change of the fields kept together in `client_metadata`: no concurrent change is lost.
+_BY_CLIENT_ID_LOCKED = _BY_CLIENT_ID.with_for_update(of=apps)
 
 
 def insert_app(conn: Connection, metadata: ClientMetadata, *, app_id: str, client_id: str, owner_id: str | None,
@@ -59,8 +61,9 @@ def delete_unapproved_documents(conn: Connection, now: int) -> int:
     return result.rowcount
 
 
-def by_client_id(conn: Connection, client_id: str) -> App | None:
-    row = conn.execute(_BY_CLIENT_ID, {"client_id": client_id}).first()
+def by_client_id(conn: Connection, client_id: str, *, lock: bool = False) -> App | None:
+    """`lock`: the app row is locked until the transaction ends (PostgreSQL; SQLite has one writer)."""
+    row = conn.execute(_BY_CLIENT_ID_LOCKED if lock else _BY_CLIENT_ID, {"client_id": client_id}).first()
     return App(*row) if row is not None else None
 
 

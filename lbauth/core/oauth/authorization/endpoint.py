@@ -27,8 +27,16 @@ from lbauth.core import resources, scopes, urls
 from lbauth.core.accounts.sessions import SignedIn
 from lbauth.core.oauth.authorization import request as parse
 from lbauth.core.oauth.authorization.codes import issue_code
-from lbauth.core.oauth.authorization.decisions import CodeIssued, Decision, EnrolFactor, ErrorRedirect
+from lbauth.core.oauth.authorization.decisions import (
+    CodeIssued,
+    Decision,
+    EnrolFactor,
+    ErrorRedirect,
+    SelectAccount,
+    SignIn,
+)
 from lbauth.core.oauth.authorization.policy import POLICY, Interaction, Situation
+from lbauth.core.oauth.authorization.pushed import Pushed, PushedRequests, names_pushed_request
 from lbauth.core.oauth.authorization.request import Answer, AuthorizationRequest
 from lbauth.core.oidc import requests as oidc_requests
 from lbauth.core.oidc.id_tokens import hint_is_for, read_hint
@@ -40,6 +48,7 @@ from lbauth.errors import (
     InteractionRequired,
     LbauthError,
     MfaEnrolmentRequired,
+    PushedRequestRequired,
     RedirectUriMismatch,
     ScopeInvalid,
     ValidationFailed,
@@ -91,6 +100,7 @@ class AuthorizationEndpoint:
         self.db, self.clock, self.settings, self.documents = db, clock, settings, documents
         self._public_keys = public_keys  # the key ring's, for id_token_hint
         self.policy = tuple(policy)
+        self.pushed = PushedRequests(db, clock)
 
     # ---- the request's steps (after its parameters; each returns the request, completed) -----------------
 
@@ -127,7 +137,47 @@ class AuthorizationEndpoint:
             raise ValidationFailed("id_token_hint was issued to another client.")
         return replace(request, hinted_subject=claims["sub"])
 
-    REQUEST_STEPS: tuple[RequestStep, ...] = (resolve_resources, read_openid_parameters, check_id_token_hint)
+    async def require_pushed(self, request: AuthorizationRequest) -> AuthorizationRequest:
+        """RFC 9126 5: an app registered with `require_pushed_authorization_requests` sends only
+        pushed requests to /oauth/."""
+        if request.app.requires_pushed_requests and request.request_uri is None:
+            raise PushedRequestRequired()
+        return request
+
+    REQUEST_STEPS: tuple[RequestStep, ...] = (require_pushed, resolve_resources, read_openid_parameters,
+                                              check_id_token_hint)
+
+    # ---- the pushed authorization request endpoint: POST /oauth/par (RFC 9126) ----------------------------
+
+    async def push(self, app: App, params: Mapping[str, Sequence[str]]) -> Pushed:
+        """RFC 9126 2.1: the parameters of an authenticated client's request, checked as /oauth/
+        would check them, then kept. Every error is raised, for a JSON answer: nothing here is
+        redirected (2.3)."""
+        if "request_uri" in params:
+            raise ValidationFailed("request_uri cannot be pushed")
+        if params.get("client_id", [app.client_id]) != [app.client_id]:
+            raise ValidationFailed("client_id must be the authenticated client's")
+        redirect_uris = params.get("redirect_uri", [])
+        if len(redirect_uris) != 1 or not _may_redirect(app, redirect_uris[0]):
+            raise ValidationFailed("redirect_uri must be sent once, and be one the app may use")
+        params = {**params, "client_id": [app.client_id]}
+        request = parse.front_channel(app, params)
+        for step in self.REQUEST_STEPS:
+            if step is not AuthorizationEndpoint.require_pushed:
+                request = await step(self, request)
+        return await self.pushed.store(app, params)
+
+    async def _pushed_parameters(self, params: Mapping[str, Sequence[str]],
+                                 request_uri: str) -> Mapping[str, Sequence[str]]:
+        """RFC 9126 4: a request by reference is the pushed request, whatever else the query says
+        but its `client_id`, which must be the pushing client's."""
+        client_ids = params.get("client_id", [])
+        if len(client_ids) != 1:
+            raise ValidationFailed("client_id must be sent exactly once")
+        app = await self.db.read(apps_repo.by_client_id, client_ids[0])
+        if app is None:
+            raise ApplicationNotFound()
+        return await self.pushed.parameters(app, request_uri)
 
     # ---- the front channel: {auth_url}/oauth/ ------------------------------------------------------------
 
@@ -136,20 +186,38 @@ class AuthorizationEndpoint:
         """A request by GET or form POST (`params`: each name with all its values), or the consent
         page's `answer` to it, from a browser at `address` where `signed_in` may be None. A bad
         client or redirect URI is raised (an error page); everything else is a decision."""
+        request_uri = _pushed_reference(params)
+        if request_uri is not None:
+            params = await self._pushed_parameters(params, request_uri)
         for name in ("client_id", "redirect_uri"):  # the two that decide whether redirecting is safe
             if len(params.get(name, [])) != 1:
                 raise ValidationFailed(f"{name} must be sent exactly once")
         redirect_uri = params["redirect_uri"][0]
         app = await load_client(self.db, params["client_id"][0], redirect_uri, self.documents, address)
         try:
-            request = parse.front_channel(app, params)
+            request = replace(parse.front_channel(app, params), request_uri=request_uri)
             for step in self.REQUEST_STEPS:
                 request = await step(self, request)
         except LbauthError as error:
             if not error.redirectable:
                 raise
+            if request_uri is not None:
+                await self.pushed.spend(request_uri)
             return ErrorRedirect(AuthorizationRedirect(error, redirect_uri, parse.front_channel_state(params)))
-        return await self.decide(request, signed_in, answer)
+        decision = await self.decide(request, signed_in, answer)
+        return decision if request_uri is None else await self._pushed_decision(request_uri, decision)
+
+    async def _pushed_decision(self, request_uri: str, decision: Decision) -> Decision:
+        """A pushed request's page resumes from its reference, its parameters kept with it as the
+        page left them (a `prompt=login` satisfied is not asked again); an error sent back spends
+        it (a code spent it before it was issued)."""
+        match decision:
+            case SignIn() | EnrolFactor() | SelectAccount():
+                await self.pushed.keep(request_uri, decision.resume)
+                return replace(decision, resume=decision.request.posted_back())
+            case ErrorRedirect():
+                await self.pushed.spend(request_uri)
+        return decision
 
     async def client_of(self, target: str) -> tuple[App, str] | None:
         """The app and the redirect URI that a path on this server (a sign-in page's `next`) leads
@@ -217,6 +285,8 @@ class AuthorizationEndpoint:
                 return _refused(request, check.error())
             return await interaction.page(situation, check.reason)
         assert signed_in is not None, "the policy asks a visitor to sign in"
+        if request.request_uri is not None:
+            await self.pushed.spend(request.request_uri)  # once only (RFC 9126 7.3), before the code
         return CodeIssued(request, await self.issue(request, signed_in))
 
     async def issue(self, request: AuthorizationRequest, signed_in: SignedIn) -> str:
@@ -227,6 +297,17 @@ class AuthorizationEndpoint:
         session = signed_in.session
         return await issue_code(self.db, self.clock, request, signed_in.user.id, self.settings.code_ttl, details,
                                 Authentication(auth_time=session.authenticated_at, amr=session.amr))
+
+
+def _pushed_reference(params: Mapping[str, Sequence[str]]) -> str | None:
+    """The `request_uri` of a pushed request (RFC 9126 4), or None; any other `request_uri` is
+    refused later as unsupported (RFC 9101)."""
+    values = params.get("request_uri", [])
+    if len(values) == 1 and names_pushed_request(values[0]):
+        return values[0]
+    if len(values) > 1:
+        raise ValidationFailed("request_uri must be sent at most once")
+    return None
 
 
 def _refused(request: AuthorizationRequest, error: LbauthError) -> ErrorRedirect:

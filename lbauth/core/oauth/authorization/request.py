@@ -44,6 +44,7 @@ class AuthorizationRequest:
     openid: OpenIdParameters | None = None  # an OpenID request's parameters (contract 15)
     hinted_subject: str | None = None  # the `sub` of a valid id_token_hint
     acr_values: tuple[str, ...] = ()  # the known `acr_values`, most preferred first (contract 19)
+    request_uri: str | None = None  # a pushed request's reference (RFC 9126): its parameters are stored
     # The front channel's parameters as sent (name -> all values): a sign-in or an account choice
     # resumes the request from them. Empty for the envelope API.
     parameters: Mapping[str, Sequence[str]] = field(default_factory=dict, repr=False)
@@ -80,6 +81,13 @@ class AuthorizationRequest:
         if self.acr_values:
             fields.append(("acr_values", " ".join(self.acr_values)))
         return fields
+
+    def posted_back(self) -> list[tuple[str, str]]:
+        """What the consent form posts back: a pushed request's reference (its parameters stay
+        stored: RFC 9126 4), or the request's `fields`."""
+        if self.request_uri is not None:
+            return [("client_id", self.app.client_id), ("request_uri", self.request_uri)]
+        return self.fields()
 
 
 def front_channel_state(params: Mapping[str, Sequence[str]]) -> str | None:
