@@ -24,9 +24,18 @@ only tokens for that resource (compared after RFC 3986 6.2.2 normalisation); `re
 is the protected-resource document, `resource_metadata_route` a Tornado rule serving it, and
 `requires_token(..., resource_metadata=URL)` names it in its 401 and 403 challenges.
 
+DPoP (RFC 9449): a token whose claims hold `cnf.jkt` is bound to the client's key. `requires_token`
+takes it in `Authorization: DPoP` with a `DPoP` proof header; other frameworks call
+`verify(token, scopes, dpop=DPoPRequest(method, url, proof))`. The proof's signature, `htm`, `htu`,
+`iat` (within 60 s), `ath` and key (`cnf.jkt`) are checked, and its `jti` must not have been seen
+in this process within that window (`ReplayCache`). A bad proof is 401 `oauth2.dpop.invalid_proof`
+(`DPoPError`), challenged `DPoP error="invalid_dpop_proof", ..., algs="ES256 EdDSA RS256"`; a bound
+token sent as Bearer is refused. `check_proof` is the proof check alone, pure.
+
 Modules: `claims` (the token check, pure), `checklist` (revocations), `discovery` (RFC 8414
 metadata), `keys` (the JWKS cache), `feed` (the revocation feed), `verifier` (the three together),
-`resources` (resource URIs and RFC 9728 metadata, pure), `tornado` (the decorator and metadata handler).
+`resources` (resource URIs and RFC 9728 metadata, pure), `dpop` (DPoP proofs, pure but for the replay
+cache), `tornado` (the decorator and metadata handler).
 """
 
 from lbauth.verify.checklist import CheckList, Entry
@@ -46,6 +55,16 @@ from lbauth.verify.claims import (
     step_up_requirements,
 )
 from lbauth.verify.discovery import metadata_url
+from lbauth.verify.dpop import (
+    DPOP_ALGS,
+    DPoPError,
+    DPoPRequest,
+    ReplayCache,
+    access_token_hash,
+    check_proof,
+    jwk_thumbprint,
+    normalize_htu,
+)
 from lbauth.verify.resources import metadata_url as resource_metadata_url
 from lbauth.verify.resources import normalize as normalize_resource
 from lbauth.verify.resources import resource_metadata
@@ -53,8 +72,10 @@ from lbauth.verify.tornado import ResourceMetadataMixin, requires_token, resourc
 from lbauth.verify.verifier import Verifier
 
 __all__ = [
-    "ALLOWED_ALGS", "INSUFFICIENT_USER_AUTHENTICATION", "MAX_LEEWAY", "PREFIX", "REQUIRED_CLAIMS", "TOKEN_TYPES",
-    "AccessTokenClaims", "CheckList", "Entry", "TokenError", "ResourceMetadataMixin", "Verifier", "check_times",
-    "decode_access_token", "metadata_url", "normalize_resource", "require_authentication", "require_scopes",
-    "requires_token", "resource_metadata", "resource_metadata_route", "resource_metadata_url", "step_up_requirements",
+    "ALLOWED_ALGS", "DPOP_ALGS", "INSUFFICIENT_USER_AUTHENTICATION", "MAX_LEEWAY", "PREFIX", "REQUIRED_CLAIMS",
+    "TOKEN_TYPES", "AccessTokenClaims", "CheckList", "DPoPError", "DPoPRequest", "Entry", "ReplayCache", "TokenError",
+    "ResourceMetadataMixin", "Verifier", "access_token_hash", "check_proof", "check_times", "decode_access_token",
+    "jwk_thumbprint", "metadata_url", "normalize_htu", "normalize_resource", "require_authentication",
+    "require_scopes", "requires_token", "resource_metadata", "resource_metadata_route", "resource_metadata_url",
+    "step_up_requirements",
 ]

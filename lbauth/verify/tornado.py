@@ -1,8 +1,9 @@
 """Tornado helpers for resource services (contract sections 9 and 17). Duck-typed: this module does
-not import Tornado; it uses only `request.headers`, `set_status`, `set_header` and `finish`.
+not import Tornado; it uses only `request.headers`, `request.method`, `request.full_url()`,
+`set_status`, `set_header` and `finish`.
 
 - `@requires_token(verifier, *scopes, acr_values=(), max_age=None, resource_metadata=None)` protects a
-  handler method (`acr_values` and `max_age`: RFC 9470 step-up);
+  handler method (`acr_values` and `max_age`: RFC 9470 step-up), for Bearer and DPoP (RFC 9449) tokens;
 - `ResourceMetadataMixin` and `resource_metadata_route` serve the RFC 9728 protected-resource
   metadata document at `/.well-known/oauth-protected-resource` plus the resource's path.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lbauth.verify.claims import TokenError, invalid_token, step_up_requirements
+from lbauth.verify.dpop import DPoPError, DPoPRefusal, DPoPRequest
 from lbauth.verify.resources import metadata_url, resource_metadata
 from lbauth.verify.verifier import Verifier
 
@@ -30,9 +32,27 @@ def bearer_token(authorization: str) -> str:
     return token.strip()
 
 
+def presented_token(request: Any) -> tuple[str, DPoPRequest | None]:
+    """The access token of a request, and with `Authorization: DPoP` (RFC 9449 7.1; the scheme in any
+    case) the request its proof must match: method, URL and the one `DPoP` header (4.3 point 1).
+    Otherwise the token of `Authorization: Bearer` (RFC 6750 2.1). TokenError if there is none."""
+    authorization = request.headers.get("Authorization", "")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "dpop":
+        return bearer_token(authorization), None
+    if not token.strip():
+        raise DPoPRefusal.of(invalid_token())
+    get_list = getattr(request.headers, "get_list", None)
+    proofs = get_list("DPoP") if get_list else [value for value in [request.headers.get("DPoP")] if value]
+    if len(proofs) != 1:
+        raise DPoPError("A request with Authorization: DPoP needs exactly one DPoP header, with the proof.")
+    return token.strip(), DPoPRequest(request.method, request.full_url(), proofs[0])
+
+
 def refuse(handler: Any, error: TokenError, scopes: Iterable[str] = (), resource_metadata: str | None = None) -> None:
     """Answer with the lbauth error envelope and, for 401/403, the RFC 6750 3 challenge (naming the
-    RFC 9728 metadata and the scopes needed when `resource_metadata` is given)."""
+    RFC 9728 metadata and the scopes needed when `resource_metadata` is given), in the `DPoP` scheme
+    for a DPoPRefusal (RFC 9449 7.1)."""
     handler.set_status(error.status)
     if error.status in (401, 403):
         handler.set_header("WWW-Authenticate", error.challenge_for(scopes, resource_metadata))
@@ -54,7 +74,13 @@ def requires_token(verifier: Verifier, *scopes: str, acr_values: Iterable[str] |
     error_description="...", acr_values="...", max_age=N` (RFC 9470 3), plus `resource_metadata`
     when given; the client then authorizes again asking for them (RFC 9470 4). Both are checked
     here, once: ValueError for ACR values with spaces or quotes, or a max_age that is not a
-    non-negative integer."""
+    non-negative integer.
+
+    DPoP (RFC 9449 7): `Authorization: DPoP <token>` with one `DPoP` header is checked by
+    `verifier.verify(..., dpop=DPoPRequest(method, request.full_url(), proof))`; its refusals are
+    challenged `DPoP error="...", algs="ES256 EdDSA RS256"` (with `error="invalid_dpop_proof"` for a
+    bad proof), and a bound token sent as Bearer is refused. Behind a proxy, have Tornado see the
+    public scheme and host (`xheaders=True`): the proof names the URL the client used."""
     acr_values, max_age = step_up_requirements(acr_values, max_age)
     step_up: dict[str, Any] = {}
     if acr_values or max_age is not None:  # only then: a verifier of an older signature keeps working
@@ -64,8 +90,11 @@ def requires_token(verifier: Verifier, *scopes: str, acr_values: Iterable[str] |
         @functools.wraps(method)
         def wrapper(handler: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                token = bearer_token(handler.request.headers.get("Authorization", ""))
-                handler.token_claims = verifier.verify(token, scopes, **step_up)
+                token, dpop = presented_token(handler.request)
+                if dpop is None:  # as before: a Bearer request
+                    handler.token_claims = verifier.verify(token, scopes, **step_up)
+                else:
+                    handler.token_claims = verifier.verify(token, scopes, **step_up, dpop=dpop)
             except TokenError as exc:
                 refuse(handler, exc, scopes, resource_metadata)
                 return None

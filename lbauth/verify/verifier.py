@@ -1,5 +1,5 @@
 """The Verifier for resource services (contract section 9): the claim checks, the key cache and
-the revocation feed put together, refreshed in a background thread."""
+the revocation feed put together, refreshed in a background thread; DPoP proofs (RFC 9449) too."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from lbauth.verify.claims import (
     AccessTokenClaims,
     TokenError,
     decode_access_token,
+    invalid_token,
     require_authentication,
     require_scopes,
     step_up_requirements,
     unverified_kid,
 )
 from lbauth.verify.discovery import ServerMetadata, discover
+from lbauth.verify.dpop import PROOF_WINDOW, DPoPError, DPoPRefusal, DPoPRequest, ReplayCache, check_proof, token_jkt
 from lbauth.verify.feed import poll_feed
 from lbauth.verify.keys import KeyCache, Keys
 
@@ -39,6 +41,9 @@ class Verifier:
     been read for that long (the server unreachable), every token is refused with 503
     `server.unavailable` rather than verified against a list that may miss revocations
     (RFC 9700 §4.14 in spirit). None, the default, keeps verifying with the last list.
+
+    DPoP (RFC 9449): `replay_cache` holds the `jti`s of the proofs it accepted in the last
+    PROOF_WINDOW seconds, in this process only.
     """
 
     def __init__(self, issuer: str, audience: str, *, leeway: int = 30, poll_seconds: float = 2.0,
@@ -55,6 +60,7 @@ class Verifier:
         self.clock = clock
         self.checklist = CheckList()
         self.key_cache = KeyCache(max_age=jwks_seconds, unknown_kid_interval=unknown_kid_seconds)
+        self.replay_cache = ReplayCache(PROOF_WINDOW)
         self._metadata: ServerMetadata | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -75,16 +81,34 @@ class Verifier:
     # -- verification: memory only ---------------------------------------------------------------------
 
     def verify(self, token: str, required_scopes: Iterable[str] = (), *, acr_values: Iterable[str] | str = (),
-               max_age: int | None = None) -> AccessTokenClaims:
+               max_age: int | None = None, dpop: DPoPRequest | None = None) -> AccessTokenClaims:
         """The claims of a valid, unrevoked token carrying `required_scopes`; else TokenError.
 
         Step-up (RFC 9470): with `acr_values`, the token's `acr` must be one of them; with `max_age`
         (seconds), its `auth_time` must be at most that old by `clock`. A token that falls short,
         once every other check has passed, is refused with 401
         `oauth2.token.insufficient_user_authentication`, whose `challenge` is the RFC 9470 3 one.
-        The claims are an `AccessTokenClaims`: a dict, with `acr`, `amr` and `auth_time` read-only."""
+        The claims are an `AccessTokenClaims`: a dict, with `acr`, `amr` and `auth_time` read-only.
+
+        DPoP (RFC 9449 7): `dpop` is the request (method, URL, `DPoP` header) of a token sent with
+        `Authorization: DPoP`. It needs a token bound to a key (`cnf.jkt`) and a proof by that key for
+        this request and token, not seen before (DPoPError otherwise); every refusal is then a
+        DPoPRefusal, whose challenge is in the `DPoP` scheme. Without `dpop`, a bound token is
+        refused (RFC 9449 7.2), with a `DPoP` challenge too. The DPoP checks come after the token's
+        own (scopes included) and before step-up."""
         if acr_values or max_age is not None:
             acr_values, max_age = step_up_requirements(acr_values, max_age)  # a bad requirement fails every call
+        if dpop is None:
+            return self._verify(token, required_scopes, acr_values, max_age, None)
+        try:
+            return self._verify(token, required_scopes, acr_values, max_age, dpop)
+        except DPoPRefusal:
+            raise
+        except TokenError as exc:
+            raise DPoPRefusal.of(exc) from None
+
+    def _verify(self, token: str, required_scopes: Iterable[str], acr_values: Iterable[str] | str,
+                max_age: int | None, dpop: DPoPRequest | None) -> AccessTokenClaims:
         keys = self.key_cache.keys
         if not keys:
             raise TokenError("server.unavailable", 503, "The verifier has no keys yet; call refresh() or start().")
@@ -100,9 +124,27 @@ class Verifier:
             raise TokenError("oauth2.token.revoked", 401, "The access token has been revoked.")
         if required_scopes:
             require_scopes(claims, required_scopes)
+        self._check_binding(token, claims, dpop)
         if acr_values or max_age is not None:
             require_authentication(claims, acr_values=acr_values, max_age=max_age, now=self.clock())
         return AccessTokenClaims(claims)
+
+    def _check_binding(self, token: str, claims: dict, dpop: DPoPRequest | None) -> None:
+        """RFC 9449 7: a token bound to a key (`cnf.jkt`, 6.1) goes only with a fresh proof by that
+        key (4.3, 11.1), and a proof only with a bound token."""
+        jkt = token_jkt(claims)
+        if dpop is None:
+            if jkt is not None:
+                raise DPoPRefusal("oauth2.token.invalid", 401, "This access token is bound to a DPoP key: send it "
+                                  "with Authorization: DPoP and a DPoP proof.")
+            return
+        if jkt is None:
+            raise invalid_token("This access token is not bound to a DPoP key: send it with Authorization: Bearer.")
+        now = self.clock()
+        proof = check_proof(dpop.proof, method=dpop.method, url=dpop.url, now=now, access_token=token, jkt=jkt)
+        if not self.replay_cache.first_use(proof.jti, proof.iat, now):
+            raise DPoPError("Too many DPoP proofs within a minute: try again shortly." if self.replay_cache.full
+                            else "The DPoP proof has been used already: make a new one for each request.")
 
     # -- refreshing: network ----------------------------------------------------------------------------
 
