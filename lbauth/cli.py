@@ -222,7 +222,7 @@ async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
             args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
             id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri,
-            require_par=args.require_par)
+            require_par=args.require_par, require_dpop=args.require_dpop)
     return await with_database(settings, work)
 
 
@@ -397,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--post-logout-redirect-uri", action="append", metavar="URI", help="replaces the list")
     p.add_argument("--require-par", action=argparse.BooleanOptionalAction, default=None,
                    help="accept only pushed authorization requests (RFC 9126) at /oauth/ (--no-require-par: any)")
+    p.add_argument("--require-dpop", action=argparse.BooleanOptionalAction, default=None,
+                   help="issue it only DPoP-bound tokens (RFC 9449): a token request without a proof is refused")
     p = command(a, "rotate-secret", cmd_apps_rotate_secret, "issue a new client secret; prints it this once")
     p.add_argument("client_id", metavar="CLIENT_ID")
     p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,

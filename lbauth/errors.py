@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 _BY_SUB_CODE: dict[str, type[LbauthError]] = {}
+DPOP_ALGS = "ES256 EdDSA RS256"  # the DPoP proofs accepted (RFC 9449 7.1 `algs`), as lbauth.verify's
 
 
 class LbauthError(Exception):
@@ -261,6 +262,31 @@ class BearerTokenError(LbauthError):
     @property
     def challenge(self) -> str:
         return f'Bearer error="{self.rfc_error}"'
+
+
+class DPoPProofInvalid(BearerTokenError):
+    """RFC 9449 7.1: a DPoP proof that is missing, malformed, for another request, too old, used
+    before, or made with another key than the token's; answered with the `DPoP` challenge."""
+    sub_code, rfc_error = "oauth2.dpop.invalid_proof", "invalid_dpop_proof"
+    message = "The DPoP proof is not valid."
+
+    @property
+    def challenge(self) -> str:
+        return f'DPoP error="invalid_dpop_proof", algs="{DPOP_ALGS}"'
+
+
+class DPoPProofRefused(DPoPProofInvalid):
+    """RFC 9449 5: the same at the token endpoint, where it is a 400 like every grant error."""
+    status = 400
+
+
+class DPoPBoundTokenAsBearer(BearerTokenError):
+    """RFC 9449 7.2: a DPoP-bound access token sent as a Bearer token."""
+    message = "This access token is DPoP-bound: send it as Authorization: DPoP, with a DPoP proof."
+
+    @property
+    def challenge(self) -> str:
+        return f'DPoP error="invalid_token", algs="{DPOP_ALGS}"'
 
 
 class TokenMissing(BearerTokenError):

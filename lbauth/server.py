@@ -228,6 +228,7 @@ async def start(settings: Settings, *, clock: Clock | None = None,
     running.periodic.append(PeriodicCallback(_guarded(services.recovery.forget_expired_links),
                                              SWEEP_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.forget_old_mail), SWEEP_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(services.oauth.forget_ended_requests), SWEEP_SECONDS * 1000))
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:

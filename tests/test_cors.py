@@ -1,7 +1,7 @@
 """CORS for browser clients (contract 11): single-page apps and the MCP Inspector call the metadata
 document, the JWKS, /oauth/token, /oauth/revoke and the revocation feed from their own origin. Those
 answer `Access-Control-Allow-Origin: *` (errors too), never allow credentials, and approve the
-preflight naming Authorization, Content-Type and MCP-Protocol-Version. The pages and the /api/
+preflight naming Authorization, Content-Type, DPoP and MCP-Protocol-Version. The pages and the /api/
 endpoints that take a user's token or cookie answer no CORS at all.
 
 Checked over plain HTTP, then from a real Chromium on another origin (tests/test_browser.py tells how
@@ -22,7 +22,7 @@ from tests.flow_helpers import REGISTERED_URI, code_for, front_params, full_setu
 from tests.support import TIMEOUT_MS, basic_auth
 
 ORIGIN = {"Origin": "https://spa.example"}
-PREFLIGHT_HEADERS = {"Authorization", "Content-Type", "MCP-Protocol-Version"}
+PREFLIGHT_HEADERS = {"Authorization", "Content-Type", "DPoP", "MCP-Protocol-Version"}  # DPoP: RFC 9449
 CORS_ENDPOINTS = [  # (path, the method a browser client uses)
     ("/.well-known/oauth-authorization-server", "GET"),
     ("/.well-known/jwks.json", "GET"),

@@ -112,6 +112,7 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "introspection_endpoint": f"{base}/oauth/introspect",
         "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
         "require_pushed_authorization_requests": False,
+        "dpop_signing_alg_values_supported": ["ES256", "EdDSA", "RS256"],  # RFC 9449 5.1
         "scopes_supported": ["openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write",
                              "note.write", "voice", "plaza.read", "plaza.write", "agent_memory"],
         "response_types_supported": ["code"],

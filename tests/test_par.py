@@ -15,11 +15,9 @@ URN = "urn:ietf:params:oauth:request_uri:"
 
 
 @pytest.fixture
-async def srv(tmp_path, database_url):
-    server = await start_server(tmp_path, database_url)
-    yield server
-    server.client.close()
-    await server.running.stop()
+def srv(server):
+    """lbauth on a loopback port (tests/conftest.py's `server`)."""
+    return server
 
 
 async def push(server, setup: Setup, secret: str | None = None, **params):

@@ -28,7 +28,7 @@ from lbauth.handlers.pages import PageHandler
 from lbauth.storage.records import App, Registration
 
 _REQUEST_FIELDS = ("client_id", "redirect_uri", "response_type", "state", "scope", "code_challenge",
-                   "code_challenge_method", "nonce", "resource", "request_uri")
+                   "code_challenge_method", "nonce", "resource", "request_uri", "dpop_jkt", "acr_values")
 _LISTS = ("resource",)  # may repeat (RFC 8707 2)
 
 

@@ -236,14 +236,32 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def bearer_token(self) -> str:
         """The token of `Authorization: Bearer <token>` (RFC 6750 2.1; the header form only)."""
+        scheme, token = self.authorization(("bearer",))
+        return token
+
+    def authorization(self, schemes: tuple[str, ...] = ("bearer", "dpop")) -> tuple[str, str]:
+        """The scheme (lower case) and token of the Authorization header, for one of `schemes`:
+        `Bearer` (RFC 6750 2.1) or, for an access token, `DPoP` (RFC 9449 7.1)."""
         header = self.request.headers.get("Authorization")
         if not header:
             raise TokenMissing()
         scheme, _, token = header.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token or " " in token:
+        scheme, token = scheme.lower(), token.strip()
+        if scheme not in schemes or not token or " " in token:
             raise TokenInvalid()
-        return token
+        return scheme, token
+
+    async def checked_access_token(self, token: str, scheme: str) -> dict[str, Any]:
+        """The claims of a live access token (no database read), presented as its binding demands:
+        a DPoP-bound one with `Authorization: DPoP` and a proof of its key over this very request
+        (RFC 9449 7), an unbound one as Bearer."""
+        s = self.services
+        claims = s.tokens.check(token)
+        if scheme == "dpop" or "cnf" in claims:
+            url = s.settings.base_url + self.request.path
+            await s.oauth.dpop.for_access_token(claims, token, scheme, self.request.headers.get_list("DPoP"),
+                                                self.request.method or "GET", url)
+        return claims
 
     def refuse_credentials_in_query(self) -> None:
         """Client credentials in a URL end up in logs and histories (contract 6; RFC 6749 2.3.1)."""
@@ -321,7 +339,7 @@ class CorsHandler(BaseHandler):
     the request headers one by one since a `*` never covers Authorization (Fetch standard).
     Pages and the /api/ endpoints that take a user token or a cookie never answer CORS."""
 
-    CORS_REQUEST_HEADERS = "Authorization, Content-Type, MCP-Protocol-Version"
+    CORS_REQUEST_HEADERS = "Authorization, Content-Type, DPoP, MCP-Protocol-Version"
     CORS_EXPOSED_HEADERS = "WWW-Authenticate, Retry-After, ETag, X-Request-Id"
     CORS_MAX_AGE = "600"
 

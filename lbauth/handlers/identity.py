@@ -15,9 +15,9 @@ class AccessTokenHandler(BaseHandler):
         forgotten on every process within 5 s of an edit).
         Only with a check-list that is up to date: 503 from a process cut off from its database
         for 5 s, which cannot know what was revoked meanwhile (contract section 7)."""
-        token = self.bearer_token()
+        scheme, token = self.authorization()
         await self.services.require_fresh_checklist()
-        claims = self.services.tokens.check(token)
+        claims = await self.checked_access_token(token, scheme)
         if self.required_scope:
             try:
                 require_scopes(claims, self.required_scope)

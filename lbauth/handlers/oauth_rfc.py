@@ -45,8 +45,11 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
 
     async def post(self) -> None:
         (grant_type,) = self.form("grant_type")
-        grant = self.services.oauth.grant(grant_type)
-        token_set = await self.services.oauth.token(grant, self.client(), self._form)
+        oauth = self.services.oauth
+        grant = oauth.grant(grant_type)
+        proof = await oauth.dpop.at_token_endpoint(self.request.headers.get_list("DPoP"),
+                                                   self.services.settings.base_url + "/oauth/token")
+        token_set = await oauth.token(grant, self.client(), self._form, proof.jkt if proof else None)
         self.services.metrics.tokens_issued.labels(grant_type).inc()
         self.send_json(token_set.rfc6749())
 

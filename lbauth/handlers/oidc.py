@@ -21,25 +21,27 @@ class UserInfoEndpoint(CorsHandler):
         self.send_json({"error": error.rfc_error, "error_description": error.message}, status=error.status)
 
     async def get(self) -> None:
-        await self.answer(self.header_token())
+        await self.answer(*self.header_token())
 
     async def post(self) -> None:
         form = self.form_body()
         in_body = form.get("access_token")
         if in_body and self.request.headers.get("Authorization"):
             raise ValidationFailed("Send the access token once: in the Authorization header or the body.")
-        await self.answer(in_body or self.header_token())
+        await self.answer(*((in_body, "bearer") if in_body else self.header_token()))
 
-    def header_token(self) -> str:
+    def header_token(self) -> tuple[str, str]:
+        """The Authorization header's token, as `Bearer` or `DPoP` (RFC 9449 7.1), and its scheme."""
         if "access_token" in self.request.query_arguments:
             raise ValidationFailed("The access token must not be sent in the query string (RFC 6750 2.3).")
-        return self.bearer_token()
+        scheme, token = self.authorization()
+        return token, scheme
 
-    async def answer(self, token: str) -> None:
+    async def answer(self, token: str, scheme: str) -> None:
         if not token:
             raise TokenMissing()
         await self.services.require_fresh_checklist()
-        token_claims = self.services.tokens.check(token)
+        token_claims = await self.checked_access_token(token, scheme)
         granted = token_claims.get("scope", "").split()
         if scopes.OPENID not in granted:
             raise ScopeInsufficient("UserInfo needs an access token with the openid scope.")

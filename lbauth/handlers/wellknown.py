@@ -15,6 +15,7 @@ from lbauth.errors import NotFound
 from lbauth.handlers.base import CorsHandler
 from lbauth.settings import Settings
 from lbauth.storage.records import PUBLIC_CLIENT_METHOD
+from lbauth.verify.dpop import DPOP_ALGS
 
 _PUBLIC_CACHE = "public, max-age=300"
 
@@ -39,6 +40,7 @@ def metadata(settings: Settings, server: AuthorizationServer) -> dict:
         "introspection_endpoint": f"{base}/oauth/introspect",
         "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
         "require_pushed_authorization_requests": False,  # per app, in its registration
+        "dpop_signing_alg_values_supported": list(DPOP_ALGS),  # RFC 9449 5.1
         "scopes_supported": list(scopes.ALL),
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],

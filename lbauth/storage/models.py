@@ -188,6 +188,8 @@ class AuthorizationCode(Base):
     session_id: Mapped[str | None] = mapped_column(Id)
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
     amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its session's sign-in
+    # RFC 9449 10: the key the exchange's proof must be made with; DPOP_ANY_KEY: any key, but one.
+    dpop_jkt: Mapped[str | None] = mapped_column(String(64))
 
 
 class RefreshToken(Base):
@@ -209,6 +211,9 @@ class RefreshToken(Base):
     resources: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))  # RFC 8707
     rotated_at: Mapped[int | None] = mapped_column(Time)
     amr: Mapped[str] = mapped_column(String(64), default="pwd", server_default="pwd")  # its code's
+    # RFC 9449 5: a public client's refresh token works only with a proof of this key; DPOP_ANY_KEY:
+    # a confidential client's, with a proof of any key (its grant began with DPoP).
+    dpop_jkt: Mapped[str | None] = mapped_column(String(64))
 
 
 class SigningKey(Base):
@@ -380,6 +385,14 @@ class PushedRequest(Base):
     completed_at: Mapped[int | None] = mapped_column(Time)
 
 
+class DPoPProof(Base):
+    """A DPoP proof seen (RFC 9449 11.1), by the digest of its key's thumbprint and its `jti`, until
+    it is too old to be accepted anyway: each proof is used once across every process."""
+    __tablename__ = "dpop_proofs"
+    proof_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -403,3 +416,4 @@ totp_factors = _table(TotpFactor)
 recovery_codes = _table(RecoveryCode)
 passkeys = _table(Passkey)
 pushed_requests = _table(PushedRequest)
+dpop_proofs = _table(DPoPProof)

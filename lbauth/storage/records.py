@@ -102,6 +102,11 @@ class App:
         return [s for s in self.scopes if s in wanted] or list(self.scopes)
 
     @property
+    def requires_dpop(self) -> bool:
+        """RFC 9449 5.2: its tokens are all DPoP-bound (`ClientMetadata`'s field)."""
+        return (self.client_metadata or {}).get("dpop_bound_access_tokens") is True
+
+    @property
     def requires_pushed_requests(self) -> bool:
         """RFC 9126 6: its authorization requests must be pushed first (`ClientMetadata`'s field)."""
         return (self.client_metadata or {}).get("require_pushed_authorization_requests") is True
@@ -130,6 +135,7 @@ class ClientMetadata:
     client_uri: str | None = None
     logo_uri: str | None = None
     require_pushed_authorization_requests: bool = False  # RFC 9126 6: no plain request at /oauth/
+    dpop_bound_access_tokens: bool = False  # RFC 9449 5.2: every token it gets is DPoP-bound
 
     @property
     def public(self) -> bool:
@@ -256,6 +262,7 @@ class Code:
     session_id: str | None
     resources: list[str]
     amr: str
+    dpop_jkt: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +308,12 @@ class CodeRule(Enum):
     UNEXPIRED = "unexpired"
     SAME_REDIRECT_URI = "same_redirect_uri"  # the authorization request's, exactly
     PKCE_VERIFIED = "pkce_verified"  # the verifier's challenge, or none sent for a code without one
+    SAME_DPOP_KEY = "same_dpop_key"  # RFC 9449 10: the proof's key, for a code bound to one
+
+
+# A code or refresh token bound to no key in particular, that still needs a DPoP proof (an app
+# registered with `dpop_bound_access_tokens`, a confidential client's grant begun with DPoP).
+DPOP_ANY_KEY: Final = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +344,7 @@ class RefreshToken:
     resources: list[str]
     rotated_at: int | None
     amr: str
+    dpop_jkt: str | None  # RFC 9449 5; DPOP_ANY_KEY: a proof of any key
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ EXPECTED = {
     errors.ConsentRequired: (400, "oauth2.consent.required", "consent_required", True),
     errors.RequestNotSupported: (400, "oauth2.request.not_supported", "request_not_supported", True),
     errors.RequestUriNotSupported: (400, "oauth2.request_uri.not_supported", "request_uri_not_supported", True),
+    errors.DPoPProofInvalid: (401, "oauth2.dpop.invalid_proof", "invalid_dpop_proof", True),
     errors.RequestUriInvalid: (400, "oauth2.request_uri.invalid", "invalid_request_uri", False),
     errors.PushedRequestRequired: (400, "oauth2.pushed_request.required", "invalid_request", True),
     errors.TargetInvalid: (400, "oauth2.target.invalid", "invalid_target", True),

@@ -55,7 +55,7 @@ async def test_a_code_is_redeemed_exactly_once(db: Database, granted: Granted) -
                                   grant_id=granted.grant_id, code_hash="c" * 64, asu=granted.asu,
                                   scopes=["userinfo"], created_at=NOW + 10, expires_at=NOW + 86400, revoked_at=None,
                                   auth_time=NOW - 30, session_id=None, resources=[], rotated_at=None,
-                                  amr="pwd otp mfa")
+                                  amr="pwd otp mfa", dpop_jkt=None)
     assert await db.read(tokens_repo.by_hash, "q" * 64) is None
 
 

@@ -43,6 +43,7 @@ def view(app: App) -> dict[str, Any]:
             "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
             "tokenEndpointAuthMethod": app.token_endpoint_auth_method,
             "requirePushedAuthorizationRequests": app.requires_pushed_requests,
+            "dpopBoundAccessTokens": app.requires_dpop,
             "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
 
 
@@ -110,13 +111,13 @@ class Apps:
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      enable_webhook: bool = False, id_token_alg: str | None = None,
                      post_logout_redirect_uris: Sequence[str] | None = None,
-                     require_par: bool | None = None) -> dict[str, Any]:
+                     require_par: bool | None = None, require_dpop: bool | None = None) -> dict[str, Any]:
         """Change what is given; `webhook_url=""` removes the webhook; `require_par`: only pushed
-        authorization requests (RFC 9126 6)."""
+        authorization requests (RFC 9126 6); `require_dpop`: only DPoP-bound tokens (RFC 9449 5.2)."""
         given = {"client_name": name, "redirect_uris": None if redirect_uris is None else list(redirect_uris),
                  "scopes": allowed_scopes, "webhook_url": webhook_url, "id_token_alg": id_token_alg,
                  "post_logout_redirect_uris": post_logout_redirect_uris,
-                 "require_pushed_authorization_requests": require_par}
+                 "require_pushed_authorization_requests": require_par, "dpop_bound_access_tokens": require_dpop}
         with _as_validation_failed():
             checked = metadata.check(given, self.intake, [field for field, value in given.items() if value is not None])
         changes = AppChanges(name=checked.get("name"), redirect_uris=checked.get("redirect_uris"),
@@ -124,7 +125,8 @@ class Apps:
                              webhook_disabled_at=None if webhook_url is not None or enable_webhook else KEEP,
                              id_token_alg=checked.get("id_token_alg"),
                              post_logout_redirect_uris=checked.get("post_logout_redirect_uris"))
-        extensions = {name: checked[name] for name in ("require_pushed_authorization_requests",) if name in checked}
+        extensions: dict[str, Any] = {name: checked[name] for name in ("require_pushed_authorization_requests",
+                                                        "dpop_bound_access_tokens") if name in checked}
         return await self._change(client_id, changes, extensions)
 
     async def rotate_client_secret(self, client_id: str) -> dict[str, Any]:

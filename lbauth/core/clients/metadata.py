@@ -60,7 +60,7 @@ class EntryRefused(MetadataRefused):
 # What a client says of itself (RFC 7591 2), in the order they are checked.
 CLIENT_FIELDS = ("token_endpoint_auth_method", "grant_types", "response_types", "application_type",
                  "redirect_uris", "client_name", "scope", "client_uri", "logo_uri",
-                 "require_pushed_authorization_requests")
+                 "require_pushed_authorization_requests", "dpop_bound_access_tokens")
 # What only an operator sets (contract 2 and 12): the scopes an app may ask for, its revocation
 # webhook, its ID tokens' algorithm and its logout redirect URIs (contract 15).
 OPERATOR_FIELDS = ("scopes", "webhook_url", "id_token_alg", "post_logout_redirect_uris")
@@ -251,6 +251,7 @@ _CHECKS: dict[str, tuple[str, Callable[[str, Any, Intake], Any]]] = {
     "id_token_alg": ("id_token_alg", _id_token_alg),
     "post_logout_redirect_uris": ("post_logout_redirect_uris", _post_logout_uris),
     "require_pushed_authorization_requests": ("require_pushed_authorization_requests", _flag),  # RFC 9126 6
+    "dpop_bound_access_tokens": ("dpop_bound_access_tokens", _flag),  # RFC 9449 5.2
 }
 
 

@@ -9,6 +9,7 @@ it: one unit of work per request on the hot path. A public client's refresh toke
 
 from __future__ import annotations
 
+import hmac
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from lbauth.core.oauth.tokens import TokenSet, new_jti, pkce_challenge
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
-from lbauth.storage.records import ClaimedCode, CodeRule, CodeState, RefreshToken
+from lbauth.storage.records import DPOP_ANY_KEY, ClaimedCode, CodeRule, CodeState, RefreshToken
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
@@ -52,8 +53,9 @@ class GrantType(ABC, Generic[RequestT]):
         """The grant's parameters, or the error (ValidationFailed, ScopeInvalid) that refuses them."""
 
     @abstractmethod
-    async def issue(self, client: ClientCredentials, request: RequestT) -> TokenSet:
-        """Authenticate the client and issue its tokens, or raise why not: the client's error first."""
+    async def issue(self, client: ClientCredentials, request: RequestT, key: str | None = None) -> TokenSet:
+        """Authenticate the client and issue its tokens, or raise why not: the client's error first.
+        `key`: the thumbprint of the request's DPoP proof key, the access token's binding (RFC 9449 5)."""
 
 
 def _resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -79,7 +81,7 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         code, redirect_uri = require(params, "code", "redirect_uri")
         return CodeRequest(code, redirect_uri, params.get("code_verifier") or None, _resource_indicators(params))
 
-    async def issue(self, client: ClientCredentials, request: CodeRequest) -> TokenSet:
+    async def issue(self, client: ClientCredentials, request: CodeRequest, key: str | None = None) -> TokenSet:
         """The hot path is one unit of work that authenticates the client, claims the code and
         stores the refresh token (repo/codes.py: one statement on PostgreSQL, two on SQLite). Only
         when it claims nothing does a second one find out why, in the order a client expects its
@@ -90,14 +92,14 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         presented: dict[str, Any] = {  # what the claim and the explanation of a failed one both judge
             "code_hash": opaque.digest(request.code) if well_formed else "", "client_id": client.client_id,
             "client_secret_hash": client.secret_digest, "redirect_uri": request.redirect_uri,
-            "challenge": pkce_challenge(verifier) if verifier is not None else None, "now": now}
+            "challenge": pkce_challenge(verifier) if verifier is not None else None, "now": now, "dpop_jkt": key}
         if well_formed:
             # A request naming a resource checks it in the claim's own transaction, which a refusal
             # rolls back: not one statement in autocommit (PostgreSQL), but no statement more.
             redeemed = await self.db.transaction(
                 _redeem, single_statement=not request.resources, requested=request.resources, access_jti=jti,
                 refresh_hash=opaque.digest(refresh_token), refresh_expires_at=now + self.settings.refresh_token_ttl,
-                **presented)
+                refresh_jkt=refresh_binding(client, key), **presented)
         if redeemed is None:
             try:
                 await self.db.transaction(_why_not_redeemed, client=client, request=request, presented=presented,
@@ -111,7 +113,25 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
             scopes=tuple(claimed.scopes), audience=audience, refresh_token=refresh_token, started=now, jti=jti,
             sign_in=SignIn.remembered(claimed.auth_time, claimed.session_id, claimed.amr),
             id_token_alg=claimed.id_token_alg,
-            nonce=claimed.nonce))
+            nonce=claimed.nonce, jkt=key))
+
+
+def refresh_binding(client: ClientCredentials, key: str | None) -> str | None:
+    """What a new refresh token is bound to (RFC 9449 5): a public client's, to its proof's key; a
+    confidential client's, to a proof of any key once its grant began with DPoP (no downgrade)."""
+    if key is None:
+        return None
+    return key if client.public else DPOP_ANY_KEY
+
+
+def check_refresh_binding(bound: str | None, key: str | None) -> None:
+    """A DPoP-bound refresh token needs a proof, of its own key unless it is bound to any (RFC 9449 5)."""
+    if bound is None:
+        return
+    if key is None:
+        raise errors.DPoPProofRefused("This refresh token is DPoP-bound: send a DPoP proof.")
+    if bound != DPOP_ANY_KEY and not hmac.compare_digest(bound, key):
+        raise errors.DPoPProofRefused("The DPoP proof is made with another key than this refresh token's.")
 
 
 def _redeem(conn: Connection, *, requested: Sequence[str], **redemption: Any,
@@ -165,6 +185,9 @@ def _refusal(broken: CodeRule, state: CodeState) -> errors.LbauthError:
             return errors.CodeVerifierInvalid("This code was issued without a PKCE challenge; send no code_verifier.")
         case CodeRule.PKCE_VERIFIED:
             return errors.CodeVerifierInvalid()
+        case CodeRule.SAME_DPOP_KEY:
+            return errors.DPoPProofRefused("This code is bound to a DPoP key (dpop_jkt, or the app's setting): "
+                                           "send a DPoP proof made with it.")
         case _:
             assert_never(broken)
 
@@ -188,7 +211,7 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
         scope = scopes.parse_space_separated(params["scope"]) if params.get("scope") else None
         return RefreshRequest(refresh_token, scope, _resource_indicators(params))
 
-    async def issue(self, client: ClientCredentials, request: RefreshRequest) -> TokenSet:
+    async def issue(self, client: ClientCredentials, request: RefreshRequest, key: str | None = None) -> TokenSet:
         """One statement finds the token and authenticates its client; a second, only on failure,
         says whether the client or the token was wrong. A public client's token is then rotated
         (one more transaction); a confidential client's path has no more statements."""
@@ -206,6 +229,7 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
             await self._reused(client, row, now)
         if row.expires_at <= now:
             raise errors.RefreshTokenExpired()
+        check_refresh_binding(row.dpop_jkt, key)
         granted = tuple(row.scopes)
         if request.scope is not None:
             if not set(request.scope) <= set(granted):
@@ -219,7 +243,8 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
         return await self.issuer.issue(Issuance(
             client_id=client.client_id, user_id=row.user_id, asu=row.asu, grant_id=row.grant_id, scopes=granted,
             audience=audience, refresh_token=refresh_token, started=now,
-            sign_in=SignIn.remembered(row.auth_time, row.session_id, row.amr), id_token_alg=row.id_token_alg))
+            sign_in=SignIn.remembered(row.auth_time, row.session_id, row.amr), id_token_alg=row.id_token_alg,
+            jkt=key))
 
     async def _rotate(self, row: RefreshToken, now: int) -> str:
         """The presented token retired and its successor stored, or invalid_grant if a concurrent

@@ -38,6 +38,7 @@ class Issuance:
     sign_in: SignIn | None = None
     id_token_alg: str | None = None  # the app's ID-token algorithm (a code's: as at its authorization)
     nonce: str | None = None  # the authorization request's: a code's first ID token echoes it
+    jkt: str | None = None  # the key of the request's DPoP proof: the access token is bound to it (RFC 9449)
 
 
 class TokenExtension(Protocol):
@@ -62,8 +63,9 @@ class Issuer:
         access_token = self.tokens.mint(user_id=issuance.user_id, client_id=issuance.client_id,
                                         scopes=issuance.scopes, grant_id=issuance.grant_id, asu=issuance.asu,
                                         jti=issuance.jti, now=issued_at, audience=issuance.audience,
-                                        sign_in=issuance.sign_in)
-        token_set = TokenSet(access_token, issuance.refresh_token, self.settings.access_token_ttl, issuance.scopes)
+                                        sign_in=issuance.sign_in, jkt=issuance.jkt)
+        token_set = TokenSet(access_token, issuance.refresh_token, self.settings.access_token_ttl, issuance.scopes,
+                             token_type="Bearer" if issuance.jkt is None else "DPoP")
         for extension in self.extensions:
             token_set = await extension.extend(issuance, token_set, issued_at)
         return token_set

@@ -25,6 +25,7 @@ from lbauth.core.oauth.client_auth import (
     checked_client,
     presented_credentials,
 )
+from lbauth.core.oauth.dpop import DPoPProofs
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
 from lbauth.core.oauth.issuing import Issuer
 from lbauth.core.oauth.revocation_feed import FeedPage
@@ -36,6 +37,8 @@ from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
 from lbauth.storage.records import App
+from lbauth.storage.repo import dpop as dpop_repo
+from lbauth.storage.repo import pushed as pushed_repo
 
 CLIENT_AUTH_METHODS: tuple[ClientAuthMethod, ...] = (ClientSecretBasic(), ClientSecretPost(), NoClientSecret())
 GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, RefreshTokenGrant)
@@ -53,6 +56,7 @@ class AuthorizationServer:
         self.client_auth_methods = tuple(client_auth_methods)
         self.issuer = Issuer(db, settings, tokens, extensions=(IdTokenExtension(id_tokens),))
         self.grants = {cls.grant_type: cls(db, clock, settings, checklist, self.issuer) for cls in grant_types}
+        self.dpop = DPoPProofs(db, clock)
         self.authorization_endpoint = AuthorizationEndpoint(db, clock, settings, documents, lambda: tokens.public_keys)
 
     # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------
@@ -75,7 +79,8 @@ class AuthorizationServer:
             raise GrantTypeInvalid(f"Supported grant types: {', '.join(self.grants)}.")
         return grant
 
-    async def token(self, grant: GrantType[Any], client: ClientCredentials, params: Mapping[str, str]) -> TokenSet:
+    async def token(self, grant: GrantType[Any], client: ClientCredentials, params: Mapping[str, str],
+                    key: str | None = None) -> TokenSet:
         """Tokens for the client under `grant`. The client is authenticated once: inside the grant's
         own statement, or, when the parameters are refused, before that refusal (RFC 6749 5.2: a
         bad client hears invalid_client before any grant error)."""
@@ -84,7 +89,13 @@ class AuthorizationServer:
         except LbauthError:
             await self.authenticate(client)
             raise
-        return await grant.issue(client, request)
+        return await grant.issue(client, request, key)
+
+    async def forget_ended_requests(self) -> None:
+        """Pushed requests and DPoP proofs too old to be used (a periodic job)."""
+        now = int(self.clock.now())
+        await self.db.transaction(pushed_repo.delete_ended, now, single_statement=True)
+        await self.db.transaction(dpop_repo.delete_ended, now, single_statement=True)
 
     # ---- revocation and introspection (RFC 7009, RFC 7662) ------------------------------------------------
 

@@ -27,9 +27,10 @@ class TokenSet:
     expires_in: int
     scopes: tuple[str, ...]
     id_token: str | None = None  # an OpenID grant's (contract 15)
+    token_type: str = "Bearer"  # noqa: S105 - "DPoP" for a DPoP-bound access token (RFC 9449 5)
 
     def envelope_data(self) -> dict[str, Any]:
-        data = {"accessToken": self.access_token, "refreshToken": self.refresh_token, "tokenType": "Bearer",
+        data = {"accessToken": self.access_token, "refreshToken": self.refresh_token, "tokenType": self.token_type,
                 "expiresIn": self.expires_in, "scope": list(self.scopes)}
         if self.id_token is not None:
             data["idToken"] = self.id_token
@@ -37,7 +38,7 @@ class TokenSet:
 
     def rfc6749(self) -> dict[str, Any]:
         """RFC 6749 5.1; OpenID Connect Core 3.1.3.3 adds `id_token`."""
-        response = {"access_token": self.access_token, "token_type": "Bearer", "expires_in": self.expires_in,
+        response = {"access_token": self.access_token, "token_type": self.token_type, "expires_in": self.expires_in,
                     "refresh_token": self.refresh_token, "scope": " ".join(self.scopes)}
         if self.id_token is not None:
             response["id_token"] = self.id_token
@@ -95,17 +96,22 @@ class AccessTokens:
         return issued_at
 
     def mint(self, *, user_id: str, client_id: str, scopes: tuple[str, ...] | list[str], grant_id: str, asu: str,
-             jti: str, now: int, audience: str | list[str] | None = None, sign_in: SignIn | None = None) -> str:
+             jti: str, now: int, audience: str | list[str] | None = None, sign_in: SignIn | None = None,
+             jkt: str | None = None) -> str:
         """`audience`: the token's resources (RFC 8707, contract 17); None, LBAUTH_AUDIENCE.
-        `sign_in`: the sign-in behind the grant, as `auth_time`, `acr` and `amr` (RFC 9068 2.2.1)."""
+        `sign_in`: the sign-in behind the grant, as `auth_time`, `acr` and `amr` (RFC 9068 2.2.1).
+        `jkt`: the client's DPoP key, as `cnf.jkt` (RFC 9449 6.1)."""
         signer = self._keyring().signer
         if signer is None:
             raise errors.ServerUnavailable("No signing key is active.")
-        claims = {"iss": self.settings.issuer, "aud": self.settings.audience if audience is None else audience,
-                  "sub": user_id, "client_id": client_id, "scope": " ".join(scopes), "iat": now,
-                  "exp": now + self.settings.access_token_ttl, "jti": jti, "gid": grant_id, "asu": asu}
+        claims: dict[str, Any] = {
+            "iss": self.settings.issuer, "aud": self.settings.audience if audience is None else audience,
+            "sub": user_id, "client_id": client_id, "scope": " ".join(scopes), "iat": now,
+            "exp": now + self.settings.access_token_ttl, "jti": jti, "gid": grant_id, "asu": asu}
         if sign_in is not None:
             claims.update(auth_time=sign_in.auth_time, acr=sign_in.acr, amr=list(sign_in.amr))
+        if jkt is not None:
+            claims["cnf"] = {"jkt": jkt}
         return PREFIX + signer.sign(claims, typ="at+jwt")
 
     def check(self, token: str) -> dict[str, Any]:

@@ -65,6 +65,7 @@ def client_information(app: App, base_url: str) -> dict[str, Any]:
         "scope": " ".join(app.default_scopes),
         "application_type": client.application_type,
         "require_pushed_authorization_requests": client.require_pushed_authorization_requests,  # RFC 9126 6
+        "dpop_bound_access_tokens": client.dpop_bound_access_tokens,  # RFC 9449 5.2
         "registration_client_uri": registration_client_uri(base_url, app.client_id),
     }
     for optional in ("client_uri", "logo_uri"):

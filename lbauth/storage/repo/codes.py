@@ -8,19 +8,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Connection, String, bindparam, insert, literal_column, select, text, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Connection,
+    String,
+    and_,
+    bindparam,
+    insert,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
 
 from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
-from lbauth.storage.records import Authentication, ClaimedCode, Code, CodeGrant, CodeRule, CodeState, OpenIdDetails
+from lbauth.storage.records import (
+    DPOP_ANY_KEY,
+    Authentication,
+    ClaimedCode,
+    Code,
+    CodeGrant,
+    CodeRule,
+    CodeState,
+    OpenIdDetails,
+)
 from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
 # Typed: PostgreSQL must know their types where they feed an INSERT ... SELECT.
 _NOW, _CHALLENGE = bindparam("p_now", type_=BigInteger), bindparam("p_challenge", type_=String)
 _CODE_HASH, _REDIRECT_URI = bindparam("p_code_hash", type_=String), bindparam("p_redirect_uri", type_=String)
+_DPOP_JKT = bindparam("p_dpop_jkt", type_=String)  # the proof's key (RFC 9449), NULL without one
 
 _CLIENT = (select(apps.c.id)
            .where(apps.c.client_id == bindparam("p_client_id"),
@@ -37,6 +60,8 @@ _RULES: dict[CodeRule, ColumnElement[bool]] = {
     CodeRule.UNEXPIRED: codes.c.expires_at > _NOW,
     CodeRule.SAME_REDIRECT_URI: codes.c.redirect_uri == _REDIRECT_URI,
     CodeRule.PKCE_VERIFIED: codes.c.code_challenge.is_not_distinct_from(_CHALLENGE),
+    CodeRule.SAME_DPOP_KEY: or_(codes.c.dpop_jkt.is_(None), codes.c.dpop_jkt == _DPOP_JKT,
+                                and_(codes.c.dpop_jkt == DPOP_ANY_KEY, _DPOP_JKT.is_not(None))),
 }
 assert list(_RULES) == list(CodeRule), "one SQL condition per rule, in the rules' order"
 
@@ -56,11 +81,12 @@ _CLAIM = shaped(ClaimedCode,
 _CLAIMED = _CLAIM.cte("claimed")
 _STORED = (insert(refresh_tokens)
            .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
-                         "expires_at", "auth_time", "session_id", "resources", "amr"],
+                         "expires_at", "auth_time", "session_id", "resources", "amr", "dpop_jkt"],
                         select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
                                _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
                                bindparam("p_refresh_expires_at", type_=BigInteger), _CLAIMED.c.auth_time,
-                               _CLAIMED.c.session_id, _CLAIMED.c.resources, _CLAIMED.c.amr))
+                               _CLAIMED.c.session_id, _CLAIMED.c.resources, _CLAIMED.c.amr,
+                               bindparam("p_refresh_jkt", type_=String)))
            .returning(refresh_tokens.c.token_hash)
            .cte("stored"))
 _REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
@@ -80,12 +106,12 @@ def _code_from_grant(with_resources: bool, covering: str | None = None) -> Retur
     stays as it was before resources existed. `covering` (a dialect's name): only under a grant
     that already holds every scope asked for."""
     columns = ["code_hash", "app_id", "user_id", "grant_id", "asu", "redirect_uri", "scopes", "code_challenge",
-               "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id", "amr"]
+               "created_at", "expires_at", "id_token_alg", "nonce", "auth_time", "session_id", "amr", "dpop_jkt"]
     values = [_CODE_HASH, grants.c.app_id, grants.c.user_id, grants.c.id, subjects.c.asu, _REDIRECT_URI,
               bindparam("p_scopes", type_=JSON), _CHALLENGE, _NOW, bindparam("p_expires_at", type_=BigInteger),
               bindparam("p_id_token_alg", type_=String), bindparam("p_nonce", type_=String),
               bindparam("p_auth_time", type_=BigInteger), bindparam("p_session_id", type_=String),
-              bindparam("p_amr", type_=String)]
+              bindparam("p_amr", type_=String), _DPOP_JKT]
     grant_resources = literal_column("NULL", JSON)
     if with_resources:
         columns.append("resources")
@@ -124,16 +150,19 @@ _FROM_COVERING_GRANT = {dialect: _code_from_grant(with_resources=False, covering
 def insert_code(conn: Connection, *, code_hash: str, app_id: str, user_id: str, grant_id: str, asu: str,
                 redirect_uri: str, scopes: list[str], code_challenge: str | None, now: int, expires_at: int,
                 authentication: Authentication, openid: OpenIdDetails | None = None,
-                resources: list[str] | None = None) -> None:
+                resources: list[str] | None = None, dpop_jkt: str | None = None) -> None:
     conn.execute(insert(codes).values(code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                                       redirect_uri=redirect_uri, scopes=scopes, code_challenge=code_challenge,
                                       created_at=now, expires_at=expires_at, resources=resources or [],
-                                      **_sign_in_values(authentication, openid)))
+                                      **_sign_in_values(authentication, openid, dpop_jkt)))
 
 
-def _sign_in_values(authentication: Authentication, openid: OpenIdDetails | None) -> dict[str, object]:
-    """The sign-in every code remembers, and an OpenID request's ID-token details (NULL otherwise)."""
-    values: dict[str, object] = {"auth_time": authentication.auth_time, "amr": authentication.amr}
+def _sign_in_values(authentication: Authentication, openid: OpenIdDetails | None,
+                    dpop_jkt: str | None) -> dict[str, object]:
+    """The sign-in every code remembers, the key it is bound to (RFC 9449 10), and an OpenID
+    request's ID-token details (NULL otherwise)."""
+    values: dict[str, object] = {"auth_time": authentication.auth_time, "amr": authentication.amr,
+                                 "dpop_jkt": dpop_jkt}
     if openid is None:
         return {**values, "id_token_alg": None, "nonce": None, "session_id": None}
     return {**values, "id_token_alg": openid.id_token_alg, "nonce": openid.nonce, "session_id": openid.session_id}
@@ -142,13 +171,13 @@ def _sign_in_values(authentication: Authentication, openid: OpenIdDetails | None
 def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                            scopes: list[str], challenge: str | None, now: int, expires_at: int,
                            authentication: Authentication, openid: OpenIdDetails | None = None,
-                           resources: list[str] | None = None) -> CodeGrant | None:
+                           resources: list[str] | None = None, dpop_jkt: str | None = None) -> CodeGrant | None:
     """A code under the user's live grant for the app, in one statement: its grant id and the
     grant's scopes, or None when there is no live grant (the caller creates one) or the user is
     disabled or deleted (contract 16: no new code, whatever a process's cache still believes)."""
     params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
               "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
-              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid).items()}}
+              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid, dpop_jkt).items()}}
     if resources:
         row = conn.execute(_FROM_GRANT_FOR_RESOURCES, {**params, "p_resources": resources}).first()
     else:
@@ -158,25 +187,27 @@ def insert_from_live_grant(conn: Connection, *, user_id: str, app_id: str, code_
 
 def insert_under_covering_grant(conn: Connection, *, user_id: str, app_id: str, code_hash: str, redirect_uri: str,
                                 scopes: list[str], challenge: str | None, now: int, expires_at: int,
-                                authentication: Authentication, openid: OpenIdDetails | None = None) -> bool:
+                                authentication: Authentication, openid: OpenIdDetails | None = None,
+                                dpop_jkt: str | None = None) -> bool:
     """A code under the user's live grant for the app when that grant already holds every scope
     asked for, in one statement that needs no transaction around it; False, having changed
     nothing, otherwise (no live grant, a grant to extend, a disabled or deleted user)."""
     params = {"p_user_id": user_id, "p_app_id": app_id, "p_code_hash": code_hash, "p_redirect_uri": redirect_uri,
               "p_scopes": scopes, "p_challenge": challenge, "p_now": now, "p_expires_at": expires_at,
-              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid).items()}}
+              **{f"p_{k}": v for k, v in _sign_in_values(authentication, openid, dpop_jkt).items()}}
     return conn.execute(_FROM_COVERING_GRANT[conn.dialect.name], params).first() is not None
 
 
 def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
-           challenge: str | None, now: int, access_jti: str, refresh_hash: str,
-           refresh_expires_at: int) -> ClaimedCode | None:
+           challenge: str | None, now: int, access_jti: str, refresh_hash: str, refresh_expires_at: int,
+           dpop_jkt: str | None = None, refresh_jkt: str | None = None) -> ClaimedCode | None:
     """Claim the code and store its refresh token, if and only if the client, the redirect URI,
     the PKCE challenge and the code's state are all right: what the code was issued for, or None,
     having changed nothing."""
     params = {"p_code_hash": code_hash, "p_client_id": client_id, "p_client_secret_hash": client_secret_hash,
               "p_redirect_uri": redirect_uri, "p_challenge": challenge, "p_now": now, "p_access_jti": access_jti,
-              "p_refresh_hash": refresh_hash, "p_refresh_expires_at": refresh_expires_at}
+              "p_refresh_hash": refresh_hash, "p_refresh_expires_at": refresh_expires_at, "p_dpop_jkt": dpop_jkt,
+              "p_refresh_jkt": refresh_jkt}
     if conn.dialect.name == "postgresql":
         row = conn.execute(_REDEEM_IN_ONE, params).first()
         return ClaimedCode(*row) if row is not None else None
@@ -188,7 +219,7 @@ def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_ha
                           "grant_id": claimed.grant_id, "code_hash": code_hash, "asu": claimed.asu,
                           "scopes": claimed.scopes, "created_at": now, "expires_at": refresh_expires_at,
                           "auth_time": claimed.auth_time, "session_id": claimed.session_id,
-                          "resources": claimed.resources, "amr": claimed.amr})
+                          "resources": claimed.resources, "amr": claimed.amr, "dpop_jkt": refresh_jkt})
     return claimed
 
 
@@ -198,12 +229,12 @@ _EXPLAIN = (select(codes.c.grant_id, codes.c.resources, codes.c.code_challenge.i
 
 
 def explain(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
-            challenge: str | None, now: int) -> CodeState | None:
+            challenge: str | None, now: int, dpop_jkt: str | None = None) -> CodeState | None:
     """Which rules the code breaks for a redemption with these arguments (`redeem`'s), judged by
     the very conditions the claim applies; None when there is no such code."""
     row = conn.execute(_EXPLAIN, {"p_code_hash": code_hash, "p_client_id": client_id,
                                   "p_client_secret_hash": client_secret_hash, "p_redirect_uri": redirect_uri,
-                                  "p_challenge": challenge, "p_now": now}).first()
+                                  "p_challenge": challenge, "p_now": now, "p_dpop_jkt": dpop_jkt}).first()
     if row is None:
         return None
     grant_id, resources, has_challenge, *holds = row

@@ -56,7 +56,7 @@ def rotate(conn: Connection, old: RefreshToken, *, new_hash: str, now: int, expi
     conn.execute(insert(refresh_tokens).values(
         token_hash=new_hash, app_id=old.app_id, user_id=old.user_id, grant_id=old.grant_id, code_hash=old.code_hash,
         asu=old.asu, scopes=old.scopes, created_at=now, expires_at=expires_at, auth_time=old.auth_time,
-        session_id=old.session_id, resources=old.resources, amr=old.amr))
+        session_id=old.session_id, resources=old.resources, amr=old.amr, dpop_jkt=old.dpop_jkt))
     return True
 
 

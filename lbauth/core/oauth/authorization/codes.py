@@ -22,7 +22,8 @@ def _issue_under_covering_grant(conn: Connection, request: AuthorizationRequest,
     return codes_repo.insert_under_covering_grant(
         conn, user_id=user_id, app_id=request.app.id, code_hash=code_hash, redirect_uri=request.redirect_uri,
         scopes=list(request.scopes), challenge=request.code_challenge, now=now, expires_at=now + ttl,
-        authentication=authentication, openid=openid)
+        authentication=authentication, openid=openid,
+        dpop_jkt=request.bound_key)
 
 
 def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str, now: int,
@@ -33,7 +34,7 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
                                                redirect_uri=request.redirect_uri, scopes=list(request.scopes),
                                                challenge=request.code_challenge, now=now, expires_at=now + ttl,
                                                authentication=authentication, openid=openid,
-                                               resources=request.resource_uris)
+                                               resources=request.resource_uris, dpop_jkt=request.bound_key)
     if issued is not None:
         held = tuple(issued.grant_scopes)
         union = [s for s in scopes.ALL if s in held or s in request.scopes]
@@ -54,7 +55,8 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
     codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                            redirect_uri=request.redirect_uri, scopes=list(request.scopes),
                            code_challenge=request.code_challenge, now=now, expires_at=now + ttl,
-                           authentication=authentication, openid=openid, resources=request.resource_uris)
+                           authentication=authentication, openid=openid, resources=request.resource_uris,
+                           dpop_jkt=request.bound_key)
 
 
 async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int,

@@ -15,7 +15,7 @@ from lbauth.core import acr, resources, scopes, urls
 from lbauth.core.fields import one
 from lbauth.core.oidc.requests import OpenIdParameters
 from lbauth.errors import ResponseTypeUnsupported, ScopeInvalid, ValidationFailed
-from lbauth.storage.records import App, Resource
+from lbauth.storage.records import DPOP_ANY_KEY, App, Resource
 
 _CHALLENGE = re.compile(r"[A-Za-z0-9\-._~]{43,128}")  # RFC 7636 4.2
 MAX_STATE_LENGTH = 1024
@@ -26,6 +26,8 @@ class Answer(StrEnum):
     """The user's answer on the consent page (the form's `decision`)."""
     APPROVE = "approve"
     DENY = "deny"
+
+_THUMBPRINT = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes of SHA-256, base64url
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,16 @@ class AuthorizationRequest:
     hinted_subject: str | None = None  # the `sub` of a valid id_token_hint
     acr_values: tuple[str, ...] = ()  # the known `acr_values`, most preferred first (contract 19)
     request_uri: str | None = None  # a pushed request's reference (RFC 9126): its parameters are stored
+    dpop_jkt: str | None = None  # RFC 9449 10: the key the code's exchange must prove
     # The front channel's parameters as sent (name -> all values): a sign-in or an account choice
     # resumes the request from them. Empty for the envelope API.
     parameters: Mapping[str, Sequence[str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def bound_key(self) -> str | None:
+        """The key the code is bound to (RFC 9449 10): `dpop_jkt`, or any key for an app whose
+        tokens are all DPoP-bound (RFC 9449 5.2), or none."""
+        return self.dpop_jkt or (DPOP_ANY_KEY if self.app.requires_dpop else None)
 
     @property
     def resource_uris(self) -> list[str]:
@@ -80,6 +89,8 @@ class AuthorizationRequest:
         fields += [("resource", resource.uri) for resource in self.resources]
         if self.acr_values:
             fields.append(("acr_values", " ".join(self.acr_values)))
+        if self.dpop_jkt:
+            fields.append(("dpop_jkt", self.dpop_jkt))
         return fields
 
     def posted_back(self) -> list[tuple[str, str]]:
@@ -121,7 +132,17 @@ def front_channel(app: App, params: Mapping[str, Sequence[str]]) -> Authorizatio
     return AuthorizationRequest(app, params["redirect_uri"][0], requested, state, challenge,
                                 resource_indicators=resources.parse(params.get("resource", ())),
                                 scope_sent=scope is not None, parameters=params,
-                                acr_values=acr.requested(one(params, "acr_values")))
+                                acr_values=acr.requested(one(params, "acr_values")),
+                                dpop_jkt=_check_dpop_jkt(one(params, "dpop_jkt")))
+
+
+def _check_dpop_jkt(value: str | None) -> str | None:
+    """RFC 9449 10: the JWK SHA-256 thumbprint (RFC 7638) of the key the client will prove, base64url."""
+    if not value:
+        return None
+    if not _THUMBPRINT.fullmatch(value):
+        raise ValidationFailed("dpop_jkt must be a JWK SHA-256 thumbprint (RFC 7638), base64url without padding")
+    return value
 
 
 def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, challenge: Any,
