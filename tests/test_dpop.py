@@ -246,3 +246,26 @@ async def test_a_resource_service_checks_the_servers_dpop_tokens_offline(srv):
             assert as_bearer.status == 401 and as_bearer.headers["WWW-Authenticate"].startswith("DPoP ")
     finally:
         verifier.close()
+
+
+async def test_a_proof_at_the_pushed_request_endpoint_binds_the_code(srv):
+    """RFC 9449 10.1: the proof's key becomes the request's dpop_jkt; another dpop_jkt is refused."""
+    setup = await full_setup(srv)
+    key = DPoPKey()
+    form = {"response_type": "code", "redirect_uri": setup.redirect_uri, "scope": "userinfo", "state": "p"}
+    auth = {"Authorization": basic_auth(setup.client_id, setup.client_secret)}
+    par = srv.url + "/oauth/par"
+    mismatch = await srv.client.post("/oauth/par", form={**form, "dpop_jkt": DPoPKey().jkt},
+                                     headers={**auth, "DPoP": key.proof("POST", par, srv.clock.now())})
+    assert_proof_refused(mismatch)
+    pushed = await srv.client.post("/oauth/par", form=form,
+                                   headers={**auth, "DPoP": key.proof("POST", par, srv.clock.now())})
+    assert pushed.status == 201, pushed.text
+    browser = PageSession(srv)
+    page = await browser.open_logged_in(oauth_url({"client_id": setup.client_id,
+                                                   "request_uri": pushed.json["request_uri"]}),
+                                        setup.user["email"], setup.user["password"])
+    page = await browser.decide(page, "approve")
+    code = redirect_query(page.location, setup.redirect_uri)["code"][0]
+    assert_proof_refused(await exchange(srv, setup, code, None))
+    assert (await exchange(srv, setup, code, key)).json["token_type"] == "DPoP"

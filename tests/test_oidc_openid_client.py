@@ -97,8 +97,10 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path, str]:
 class HttpsIssuer:
     """lbauth with its issuer and URLs on https://127.0.0.1:PORT (the TLS listener)."""
 
-    def __init__(self, server: TestServer, tls: tornado.httpserver.HTTPServer, issuer: str, ca: Path, spki: str):
+    def __init__(self, server: TestServer, tls: tornado.httpserver.HTTPServer, issuer: str, ca: Path, spki: str,
+                 tls_context: ssl.SSLContext):
         self.server, self.tls, self.issuer, self.ca, self.spki = server, tls, issuer, ca, spki
+        self.tls_context = tls_context  # the certificate's: a resource service on 127.0.0.1 may serve it too
 
 
 @pytest.fixture
@@ -113,19 +115,21 @@ async def https_issuer(tmp_path: Path, database_url: str) -> AsyncIterator[Https
                                         max_body_size=server.settings.max_body_bytes)
     tls.add_sockets(tls_sockets)
     try:
-        yield HttpsIssuer(server, tls, issuer, ca, spki)
+        yield HttpsIssuer(server, tls, issuer, ca, spki, context)
     finally:
         tls.stop()
         server.client.close()
         await server.running.stop()
 
 
-async def rp(node: str, issuer: HttpsIssuer, step: str, document: dict[str, Any]) -> dict[str, Any]:
-    """Run one step of tests/oidc_rp.mjs (in a child process: the server keeps serving)."""
+async def rp(node: str, issuer: HttpsIssuer, step: str, document: dict[str, Any],
+             script: Path = RP_SCRIPT) -> dict[str, Any]:
+    """Run one step of tests/oidc_rp.mjs, or another client `script` (in a child process: the
+    server keeps serving)."""
     env = {**os.environ, "NODE_EXTRA_CA_CERTS": str(issuer.ca)}
     env.pop("NODE_TLS_REJECT_UNAUTHORIZED", None)
     process = await asyncio.create_subprocess_exec(
-        node, str(RP_SCRIPT), step, json.dumps(document), cwd=ROOT / "tests", env=env,
+        node, str(script), step, json.dumps(document), cwd=ROOT / "tests", env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, f"openid-client {step} failed: {out.decode()} {err.decode()[-2000:]}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials
-from lbauth.errors import ClientSecretMismatch, LbauthError
+from lbauth.errors import ClientSecretMismatch, DPoPProofRefused, LbauthError
 from lbauth.handlers.base import BaseHandler, CorsHandler
 
 
@@ -68,6 +68,12 @@ class OAuthParHandler(ClientAuthenticatedHandler):
         app = await oauth.authenticate(self.client())
         params = {name: value if isinstance(value, list) else [value]
                   for name, value in self._form.items() if name not in self._CREDENTIALS}
+        # RFC 9449 10.1: a DPoP proof here binds the code, as `dpop_jkt` would (and must agree with it).
+        proof = await oauth.dpop.at_token_endpoint(self.request.headers.get_list("DPoP"),
+                                                   self.services.settings.base_url + "/oauth/par")
+        if proof is not None:
+            if params.setdefault("dpop_jkt", [proof.jkt]) != [proof.jkt]:
+                raise DPoPProofRefused("dpop_jkt is not the thumbprint of the DPoP proof's key.")
         pushed = await oauth.authorization_endpoint.push(app, params)
         self.send_json({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, status=201)
 

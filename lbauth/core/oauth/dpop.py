@@ -24,8 +24,9 @@ class DPoPProofs:
         self.db, self.clock = db, clock
 
     async def at_token_endpoint(self, headers: Sequence[str], url: str) -> Proof | None:
-        """The proof of a token request (RFC 9449 5, 4.3), None when it sent none; a bad one, or
-        one used before, is `invalid_dpop_proof` (400, RFC 9449 5)."""
+        """The proof of a request to the token endpoint (RFC 9449 5, 4.3) or the pushed
+        authorization request endpoint (10.1) at `url`, None when it sent none; a bad one, or one
+        used before, is `invalid_dpop_proof` (400)."""
         if not headers:
             return None
         return await self._checked(headers, "POST", url, errors.DPoPProofRefused)
