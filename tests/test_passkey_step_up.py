@@ -186,7 +186,7 @@ async def https_localhost(tmp_path, database_url) -> AsyncIterator[HttpsIssuer]:
                                         max_body_size=server.settings.max_body_bytes)
     tls.add_sockets(tls_sockets)
     try:
-        yield HttpsIssuer(server, tls, issuer, ca, spki)
+        yield HttpsIssuer(server, tls, issuer, ca, spki, context)
     finally:
         tls.stop()
         server.client.close()
