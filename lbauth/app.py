@@ -12,6 +12,7 @@ from lbauth.handlers import (
     account,
     account_pages,
     console,
+    device_page,
     identity,
     oauth_api,
     oauth_rfc,
@@ -66,6 +67,7 @@ ROUTES = [
     (r"/oauth/token", oauth_rfc.OAuthTokenHandler),
     (r"/oauth/revoke", oauth_rfc.OAuthRevokeHandler),
     (r"/oauth/par", oauth_rfc.OAuthParHandler),
+    (r"/oauth/device_authorization", oauth_rfc.OAuthDeviceAuthorizationHandler),
     (r"/oauth/introspect", oauth_rfc.OAuthIntrospectHandler),
     (r"/oauth/register", registration.RegisterHandler),
     (r"/oauth/register/([^/]+)", registration.ClientConfigurationHandler),
@@ -79,6 +81,7 @@ ROUTES = [
     # Pages ({auth_url})
     (r"/oauth/logout", LogoutEndpoint),
     (r"/oauth/?", AuthorizePage),
+    (r"/device", device_page.DevicePage),
     (r"/", pages.HomePage),
     (r"/login", pages.LoginPage),
     (r"/login/mfa", pages.LoginMfaPage),

@@ -30,6 +30,7 @@ from lbauth.core.crypto.reseal import master_keys_for
 from lbauth.core.factors.factors import Factors, FactorsReset
 from lbauth.core.mail import outbox as mail_outbox
 from lbauth.core.oauth.checklist import ServerCheckList
+from lbauth.core.oauth.server import GRANT_TYPE_NAMES
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.registration import initial_tokens
@@ -181,7 +182,8 @@ def _apps(db: Database, settings: Settings, master_keys: MasterKeys | None = Non
     def loaded() -> MasterKeys:
         assert master_keys is not None, "this command loads the master keys first"
         return master_keys
-    return apps.Apps(db, SystemClock(), loaded, AppPolicy(development=settings.development))
+    policy = AppPolicy(development=settings.development, grant_types=GRANT_TYPE_NAMES)
+    return apps.Apps(db, SystemClock(), loaded, policy)
 
 
 async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> None:
@@ -201,7 +203,7 @@ async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
         return await _apps(db, settings, await master_keys_for(db, settings)).create(
             name=args.name, owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
-            post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public)
+            post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public, device=args.device)
     return await with_database(settings, work)
 
 
@@ -222,7 +224,7 @@ async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
             args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
             id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri,
-            require_par=args.require_par, require_dpop=args.require_dpop)
+            require_par=args.require_par, require_dpop=args.require_dpop, device=args.device)
     return await with_database(settings, work)
 
 
@@ -383,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where RP-initiated logout may send the user back (OpenID Connect)")
     p.add_argument("--public", action="store_true",
                    help="a public client (no secret; PKCE required; rotating refresh tokens)")
+    p.add_argument("--device", action="store_true",
+                   help="it may use the device grant (RFC 8628): sign-in on a TV or command-line tool with a code")
     command(a, "list", cmd_apps_list, "list apps")
     p = command(a, "show", cmd_apps_show, "show one app")
     p.add_argument("client_id", metavar="CLIENT_ID")
@@ -399,6 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept only pushed authorization requests (RFC 9126) at /oauth/ (--no-require-par: any)")
     p.add_argument("--require-dpop", action=argparse.BooleanOptionalAction, default=None,
                    help="issue it only DPoP-bound tokens (RFC 9449): a token request without a proof is refused")
+    p.add_argument("--device", action=argparse.BooleanOptionalAction, default=None,
+                   help="allow the device grant (RFC 8628) in its grant types (--no-device: remove it)")
     p = command(a, "rotate-secret", cmd_apps_rotate_secret, "issue a new client secret; prints it this once")
     p.add_argument("client_id", metavar="CLIENT_ID")
     p = command(a, "rotate-webhook-secret", cmd_apps_rotate_webhook_secret,

@@ -253,6 +253,53 @@ class RefreshTokenRevoked(InvalidGrant):
     sub_code, message = "oauth2.refresh_token.revoked", "The refresh token has been revoked."
 
 
+class UnauthorizedClient(LbauthError):
+    """RFC 6749 5.2: this client is not registered for the grant type it uses (the device grant)."""
+    sub_code, rfc_error = "oauth2.client.unauthorized", "unauthorized_client"
+    message = "This client is not registered for this grant type."
+
+
+# ---- the device grant (RFC 8628 3.5) ----------------------------------------------------------------
+
+class AuthorizationPending(LbauthError):
+    """The user has not approved or denied yet: the device polls again after `interval`."""
+    sub_code, rfc_error = "oauth2.device.authorization_pending", "authorization_pending"
+    message = "The user has not answered yet; poll again after the interval."
+
+
+class SlowDown(AuthorizationPending):
+    """Still pending, but polled sooner than `interval` after the last poll, which grows by 5 s."""
+    sub_code, rfc_error = "oauth2.device.slow_down", "slow_down"
+    message = "Polled too often: wait 5 seconds more between polls from now on."
+
+
+class ExpiredToken(LbauthError):
+    """The device code's 10 minutes are over: the device starts again."""
+    sub_code, rfc_error = "oauth2.device_code.expired", "expired_token"
+    message = "The device code has expired; start a new device authorization."
+
+
+class DeviceAccessDenied(AccessDenied):
+    """The user denied the device's request (or revoked the app meanwhile): access_denied, with
+    the token endpoint's status, 400 (RFC 6749 5.2)."""
+    status = 400
+
+
+class DeviceCodeInvalid(InvalidGrant):
+    """Unknown, or issued to another client: as good as none."""
+    sub_code, message = "oauth2.device_code.invalid", "The device code is invalid."
+
+
+class DeviceCodeUsed(InvalidGrant):
+    sub_code, message = "oauth2.device_code.used", "The device code has already been used."
+
+
+class UserCodeInvalid(LbauthError):
+    """A code typed at {auth_url}/device that no pending device request has (RFC 8628 3.3)."""
+    sub_code = "oauth2.user_code.invalid"
+    message = "This code is not valid or has expired. Check the code on your device and try again."
+
+
 # ---- bearer-protected endpoints (spec 5, RFC 6750 3.1) ----------------------------------------------
 
 class BearerTokenError(LbauthError):

@@ -16,9 +16,9 @@ request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("lbauth_
 _SECRET_PATTERNS = (
     # Every lbauth credential carries a prefix: codes, access, refresh and user tokens, client and
     # webhook secrets, emailed links' tokens. Access tokens continue with a JWT (dots), hence the dot.
-    (re.compile(r"\blba_(ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt|pk|ru)_[A-Za-z0-9_.\-]+"), r"lba_\1_[redacted]"),
+    (re.compile(r"\blba_(ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt|pk|ru|dc)_[A-Za-z0-9_.\-]+"), r"lba_\1_[redacted]"),
     # form/query pairs and JSON members whose name says they hold a secret
-    (re.compile(r"(?i)\b(password|client_secret|code_verifier|refresh_token|access_token|token|code)=[^&\s\"']+"),
+    (re.compile(r"(?i)\b(password|client_secret|code_verifier|refresh_token|access_token|token|code|user_code)=[^&\s\"']+"),
      r"\1=[redacted]"),
     (re.compile(r"(?i)\"(password|client_?secret|webhook_?secret|refresh_?token|access_?token|token|code_verifier)"
                 r"\"\s*:\s*\"[^\"]*\""), r'"\1": "[redacted]"'),

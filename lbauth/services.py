@@ -20,7 +20,7 @@ from lbauth.core.factors.passkeys import Passkeys
 from lbauth.core.mail import outbox
 from lbauth.core.mail.outbox import Composer
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
-from lbauth.core.oauth.server import GRANT_TYPES, AuthorizationServer
+from lbauth.core.oauth.server import GRANT_TYPE_NAMES, GRANT_TYPES, AuthorizationServer
 from lbauth.core.oauth.tokens import AccessTokens
 from lbauth.core.oidc.id_tokens import IdTokens
 from lbauth.core.operations import Operations
@@ -54,7 +54,7 @@ class Services:
         self.id_tokens = IdTokens(self.settings, self.clock, lambda: self.keyring, self.activate_signing_key)
         self.rate_limits = RateLimiter(self.clock, self.settings.rate_limits)
         self.document_fetcher = DocumentFetcher(self.settings)
-        grant_types = [grant.grant_type for grant in GRANT_TYPES]  # the token endpoint's: clients may register them
+        grant_types = list(GRANT_TYPE_NAMES)  # the token endpoint's: clients may register them
         self.client_documents = ClientDocuments(self.db, self.clock, self.document_fetcher, lambda: self.master_keys,
                                                 development=self.settings.development, grant_types=grant_types,
                                                 rate_limits=self.rate_limits)
@@ -80,7 +80,7 @@ class Services:
 
     @property
     def app_policy(self) -> AppPolicy:
-        return AppPolicy(development=self.settings.development)
+        return AppPolicy(development=self.settings.development, grant_types=GRANT_TYPE_NAMES)
 
     async def poll_revocations(self) -> int:
         """Learn the check-list entries other processes wrote; drop the expired ones."""

@@ -159,7 +159,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 RATE_LIMIT_KINDS = ("token-client", "token-address", "login-account", "login-address", "register-address",
                     "document-address", "document-host", "signup-address", "signup-account", "reset-address",
-                    "reset-account", "mail-account", "mfa-account")
+                    "reset-account", "mail-account", "mfa-account", "device-session", "device-address")
 _RATE_LIMIT = re.compile(rf"({'|'.join(RATE_LIMIT_KINDS)})=(\d+)/(\d+)")
 
 

@@ -488,7 +488,7 @@ async def arun_cli(*args: str, **kwargs: object) -> subprocess.CompletedProcess[
 
 # An lbauth credential in clear: the redaction filter would have written `lba_xx_[redacted]`.
 _CLEAR_CREDENTIAL = re.compile(
-    r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt|pk)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
+    r"lba_(?:ac|at|rt|ut|cs|whs|iat|rat|su|ev|ec|pr|mt|pk|dc)_(?!\[redacted\])[A-Za-z0-9_\-]{6,}")
 
 
 def _shown_on_purpose(line: str) -> str:

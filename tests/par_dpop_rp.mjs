@@ -7,6 +7,9 @@
 //   node par_dpop_rp.mjs finish '{... , "callbackUrl", "codeVerifier", "state", "privateJwk",
 //                                 "publicJwk", "resourceUrl"}'
 //     -> {"tokens", "refreshed", "userinfo", "resource": {"status", "body"}}
+//   node par_dpop_rp.mjs device '{"issuer", "clientId", "clientSecret", "scope"}'
+//     -> one line {"device": <the device authorization response>}, then, once the user approved
+//        and its polling got them, {"tokens", "publicJwk", "userinfo"}
 //
 // The DPoP key pair is made by openid-client and carried from one step to the other as JWKs. The
 // issuer and the resource are HTTPS with a test CA that Node trusts through NODE_EXTRA_CA_CERTS.
@@ -69,8 +72,21 @@ async function finish () {
   }
 }
 
+async function device () {
+  const config = await configuration()
+  const pair = await client.randomDPoPKeyPair('ES256', { extractable: true })
+  const DPoP = client.getDPoPHandle(config, pair)
+  const response = await client.initiateDeviceAuthorization(config, { scope: input.scope })
+  process.stdout.write(JSON.stringify({ device: response }) + '\n')
+  const tokens = await client.pollDeviceAuthorizationGrant(config, response, undefined, { DPoP })
+  const userinfo = await client.fetchUserInfo(config, tokens.access_token, client.skipSubjectCheck, { DPoP })
+  return { tokens: { ...tokens }, publicJwk: await crypto.subtle.exportKey('jwk', pair.publicKey), userinfo }
+}
+
+const steps = { start, finish, device }
+
 try {
-  const result = step === 'start' ? await start() : await finish()
+  const result = await steps[step]()
   process.stdout.write(JSON.stringify(result))
 } catch (error) {
   process.stdout.write(JSON.stringify({

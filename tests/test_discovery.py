@@ -63,7 +63,8 @@ async def test_metadata_follows_rfc_8414(server):
     assert meta["token_endpoint"] == f"{server.url}/oauth/token"
     assert meta["response_types_supported"] == ["code"]
     assert meta["code_challenge_methods_supported"] == ["S256"]
-    assert set(meta["grant_types_supported"]) == {"authorization_code", "refresh_token"}
+    assert set(meta["grant_types_supported"]) == {"authorization_code", "refresh_token",
+                                                  "urn:ietf:params:oauth:grant-type:device_code"}
     assert len(meta["scopes_supported"]) == 12 and meta["scopes_supported"][:3] == ["openid", "profile", "email"]
     assert "offline_access" not in meta["scopes_supported"]
     # OpenID Connect Discovery 1.0: the same object at its own well-known path (contract 8)
@@ -111,13 +112,15 @@ async def test_metadata_has_every_field_of_contract_8_that_exists_today(server):
         "revocation_endpoint": f"{base}/oauth/revoke",
         "introspection_endpoint": f"{base}/oauth/introspect",
         "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
+        "device_authorization_endpoint": f"{base}/oauth/device_authorization",  # RFC 8628 4
         "require_pushed_authorization_requests": False,
         "dpop_signing_alg_values_supported": ["ES256", "EdDSA", "RS256"],  # RFC 9449 5.1
         "scopes_supported": ["openid", "profile", "email", "userinfo", "memory.read", "chat.read", "chat.write",
                              "note.write", "voice", "plaza.read", "plaza.write", "agent_memory"],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token",
+                                  "urn:ietf:params:oauth:grant-type:device_code"],  # RFC 8628 4
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": [*client_auth, "none"],  # public clients (contract 17)
         "revocation_endpoint_auth_methods_supported": [*client_auth, "none"],

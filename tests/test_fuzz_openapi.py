@@ -86,6 +86,7 @@ schema.config.phases.update(phases=["examples", "coverage", "fuzzing"])
 PASSWORD = "correct horse battery"  # TestServer.create_user's default: the leak check knows it
 REDIRECT_URI = "https://app.example/callback"
 LOCAL_URI = "http://localhost:8123/callback"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"  # RFC 8628 3.4
 
 
 # ---- the server and what is seeded in it ---------------------------------------------------------------
@@ -131,6 +132,13 @@ class Seeded:
         r = self.post("/oauth/token", data={
             "grant_type": "authorization_code", "code": self.code(app, scope=scope), "redirect_uri": REDIRECT_URI,
             "client_id": app["clientId"], "client_secret": app["clientSecret"]})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def device_authorization(self) -> dict:
+        """A pending device authorization of the main app (RFC 8628): its device code and user code."""
+        r = self.post("/oauth/device_authorization",
+                      headers={"Authorization": basic_auth(self.app["clientId"], self.app["clientSecret"])})
         assert r.status_code == 200, r.text
         return r.json()
 
@@ -239,8 +247,8 @@ def fuzzed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         other_email, doomed = f"other-{email}", [f"doomed{i}-{email}" for i in range(2)]
         for extra in (other_email, *doomed):
             _cli(env, "users", "create", "--email", extra, "--name", "Fuzz Other", "--password", PASSWORD)
-        apps = [_cli(env, "apps", "create", "--name", name, "--owner", email, "--redirect-uri", REDIRECT_URI)
-                for name in ("Fuzz App", "Spare App", "Revocable App")]
+        apps = [_cli(env, "apps", "create", "--name", name, "--owner", email, "--redirect-uri", REDIRECT_URI,
+                     "--device") for name in ("Fuzz App", "Spare App", "Revocable App")]
         r = http.post(url + "/api/auth/login", json={"email": email, "password": PASSWORD}, timeout=20)
         assert r.status_code == 200, r.text
         seeded = Seeded(url=url, http=http, email=email, user_token=r.json()["data"]["token"], app=apps[0],
@@ -407,6 +415,8 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
         case "oauthToken":
             if isinstance(case.body, dict) and case.body.get("grant_type") == "refresh_token":
                 _with_fields(case, refresh_token=seeded.refresh_token)
+            elif isinstance(case.body, dict) and case.body.get("grant_type") == DEVICE_GRANT:
+                _with_fields(case, device_code=seeded.device_authorization()["device_code"])
             else:
                 _with_fields(case, code=seeded.code(app), redirect_uri=REDIRECT_URI)
             _client_auth(case, app, variant)
@@ -414,6 +424,8 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             tokens = seeded.tokens(seeded.revocable)
             _with_fields(case, token=tokens["refresh_token" if variant % 4 < 2 else "access_token"])
             _client_auth(case, seeded.revocable, variant >> 2)
+        case "oauthDeviceAuthorization":
+            _client_auth(case, app, variant)
         case "oauthIntrospect":
             _with_fields(case, token=seeded.refresh_token if variant % 4 < 2 else seeded.access_token)
             _client_auth(case, app, variant >> 2)
@@ -436,8 +448,12 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             _page(case, seeded)
             if variant % 2:  # a valid app, now and then
                 _with_fields(case, name="Fuzzed App", redirect_uris=REDIRECT_URI)
-        case "loginPage" | "connectedAppsPage" | "consoleHome" | "consoleNewAppForm":
+        case "loginPage" | "connectedAppsPage" | "consoleHome" | "consoleNewAppForm" | "devicePage":
             _page(case, seeded)
+        case "deviceSubmit":  # a pending request's code, now and then: the consent page, or its answer
+            _page(case, seeded)
+            if variant % 2:
+                _with_fields(case, user_code=seeded.device_authorization()["user_code"])
         case "accountPage" | "sessionsPage" | "deleteAccountPage" | "profileSubmit":
             _page(case, seeded)
         case ("securityPage" | "totpEnrolSubmit" | "totpConfirmSubmit" | "totpRemoveSubmit"

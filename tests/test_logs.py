@@ -35,7 +35,7 @@ def test_every_credential_prefix_is_redacted():
     """Each kind of lbauth credential, the second step's pending token (lba_mt_) among them."""
     stream = io.StringIO()
     handler = logs.setup("INFO", stream=stream)
-    kinds = ("ac", "at", "rt", "ut", "cs", "whs", "iat", "rat", "su", "ev", "ec", "pr", "mt")
+    kinds = ("ac", "at", "rt", "ut", "cs", "whs", "iat", "rat", "su", "ev", "ec", "pr", "mt", "dc")
     try:
         for kind in kinds:
             logging.getLogger("lbauth.test").info("seen lba_%s_%s here", kind, "S3cr3t" * 5)

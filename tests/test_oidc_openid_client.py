@@ -29,6 +29,7 @@ import os
 import ssl
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -47,7 +48,7 @@ from tests.flow_helpers import REGISTERED_URI, redirect_query
 from tests.support import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, require_browser, require_node
 
 try:
-    from playwright.async_api import Request, Route, async_playwright
+    from playwright.async_api import Page, Request, Route, async_playwright
 except ImportError:  # require_browser() reports it
     async_playwright = None
 
@@ -136,8 +137,9 @@ async def rp(node: str, issuer: HttpsIssuer, step: str, document: dict[str, Any]
     return json.loads(out)
 
 
-async def browser_step(issuer: HttpsIssuer, url: str, email: str, password: str) -> str:
-    """Chromium opens the authorization URL, signs in, approves; the URL the app's redirect URI got."""
+@asynccontextmanager
+async def signed_in_page(issuer: HttpsIssuer, url: str, email: str, password: str) -> AsyncIterator[Page]:
+    """A Chromium page that trusts the issuer's certificate, opened at `url`, where the user signs in."""
     require_browser()
     args = [*CHROMIUM_ARGS, f"--ignore-certificate-errors-spki-list={issuer.spki}"]
     async with async_playwright() as playwright:
@@ -156,14 +158,19 @@ async def browser_step(issuer: HttpsIssuer, url: str, email: str, password: str)
             await page.get_by_label("Email", exact=True).fill(email)
             await page.get_by_label("Password", exact=True).fill(password)
             await page.get_by_role("button", name="Sign in", exact=True).click()
-
-            def to_the_app(request: Request) -> bool:
-                return request.url.startswith(REGISTERED_URI)
-            async with page.expect_request(to_the_app) as caught:
-                await page.get_by_role("button", name="Approve").click()
-            return (await caught.value).url
+            yield page
         finally:
             await chromium.close()
+
+
+async def browser_step(issuer: HttpsIssuer, url: str, email: str, password: str) -> str:
+    """Chromium opens the authorization URL, signs in, approves; the URL the app's redirect URI got."""
+    async with signed_in_page(issuer, url, email, password) as page:
+        def to_the_app(request: Request) -> bool:
+            return request.url.startswith(REGISTERED_URI)
+        async with page.expect_request(to_the_app) as caught:
+            await page.get_by_role("button", name="Approve").click()
+        return (await caught.value).url
 
 
 @pytest.mark.slow

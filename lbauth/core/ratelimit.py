@@ -6,7 +6,8 @@ Keys name what is limited: ("token-client", client_id and the caller's address),
 and RFC 7592 reads and deletes, contract 17), ("document-address", ip) and ("document-host", host)
 (fetches of client metadata documents), ("signup-address", ip), ("signup-account", email),
 ("reset-address", ip), ("reset-account", email) and ("mail-account", user id) (mail, contract 18),
-("mfa-account", user id) (wrong second steps, contract 19).
+("mfa-account", user id) (wrong second steps, contract 19), ("device-session", session id) and
+("device-address", ip) (wrong user codes at {auth_url}/device, RFC 8628 5.1).
 A request over a limit is refused with 429
 `request.rate_limited` and `Retry-After`, the seconds until its window ends. With several workers
 each counts on its own, so the effective limit is at most `workers` times the one below.
@@ -50,6 +51,10 @@ LIMITS = {
     "mail-account": Limit(5, 900),  # a signed-in user's verification and email-change requests
     # Wrong second steps (contract 19), per account: counted by `failed`, enforced by `check`.
     "mfa-account": Limit(5, 300),
+    # Wrong user codes typed at {auth_url}/device (RFC 8628 5.1: the code is short), per browser
+    # session and per address: counted by `hit` after a wrong code, enforced by `check` before any.
+    "device-session": Limit(5, 60),
+    "device-address": Limit(5, 60),
 }
 
 
@@ -94,7 +99,7 @@ class RateLimiter:
         limit = self.limits[kind]
         now = self.clock.now()
         window = int(now // limit.window_seconds)
-        subject = address_subject(subject) if kind.endswith("-address") else subject.lower()
+        subject = _counted(kind, subject)
         table = self._windows[kind]
         current, count = table.pop(subject, (window, 0))
         count = count + 1 if current == window else 1
@@ -113,7 +118,12 @@ class RateLimiter:
         limit = self.limits[kind]
         now = self.clock.now()
         window = int(now // limit.window_seconds)
-        current, count = self._windows[kind].get(subject.lower(), (window, 0))
+        current, count = self._windows[kind].get(_counted(kind, subject), (window, 0))
         if current == window and count >= limit.requests:
             retry_after = max(1, math.ceil((window + 1) * limit.window_seconds - now))
             raise RateLimited(headers={"Retry-After": str(retry_after)})
+
+
+def _counted(kind: str, subject: str) -> str:
+    """The key a subject is counted under: an address limit's, its `address_subject`."""
+    return address_subject(subject) if kind.endswith("-address") else subject.lower()

@@ -15,7 +15,7 @@ from typing import Any
 from lbauth.clock import Clock
 from lbauth.core import scopes as scopes_mod
 from lbauth.core import urls
-from lbauth.errors import Conflict, NotFound, TargetInvalid, ValidationFailed
+from lbauth.errors import Conflict, NotFound, ScopeInvalid, TargetInvalid, ValidationFailed
 from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
 from lbauth.storage.records import Resource
@@ -95,6 +95,18 @@ async def registered(db: Database, normalized: Sequence[str]) -> tuple[Resource,
     if any(n not in by_form for n in normalized):
         raise TargetInvalid("The requested resource is not known to this server.")
     return tuple(by_form[n] for n in normalized)
+
+
+async def resolve(db: Database, indicators: Sequence[str], requested: Sequence[str], scope_sent: bool,
+                  app_scopes: Sequence[str]) -> tuple[tuple[str, ...], tuple[Resource, ...]]:
+    """A request's scopes within the resources it names (`indicators`, normalised), and those
+    resources: requested scopes outside their lists are dropped, and a request that sent no
+    `scope` gets the app's within them (`default_scopes`); nothing left is invalid_scope."""
+    named = await registered(db, indicators)
+    kept = allowed_scopes(requested, named) if scope_sent else default_scopes(app_scopes, named)
+    if not kept:
+        raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
+    return kept, named
 
 
 def allowed_scopes(requested: Sequence[str], resources: Sequence[Resource]) -> tuple[str, ...]:

@@ -79,7 +79,7 @@ class AuthorizePage(PageHandler):
         hidden = request.posted_back()
         if request.nonce is not None and request.request_uri is None:
             hidden.append(("nonce", request.nonce))
-        self.render_page("consent.html", app=request.app, request=request, registered_by=_registered_by(request.app),
+        self.render_page("consent.html", app=request.app, request=request, registered_by=registered_by(request.app),
                          scopes=[(name, scopes.SCOPES[name]) for name in request.scopes], resources=request.resources,
                          hidden=hidden, redirect_host=urls.display_host(request.redirect_uri))
 
@@ -96,7 +96,7 @@ class AuthorizePage(PageHandler):
             self.redirect(target, status=303)
 
 
-def _registered_by(app: App) -> dict[str, str | None] | None:
+def registered_by(app: App) -> dict[str, str | None] | None:
     """What the consent page says of an app that registered itself (contract 17): not verified by
     the operator; for a metadata document, the host that publishes it and its `client_uri`. None
     for an operator's app."""

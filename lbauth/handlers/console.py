@@ -11,7 +11,7 @@ from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
 from lbauth.handlers.pages import PageHandler, signed_in
-from lbauth.storage.records import App
+from lbauth.storage.records import DEVICE_CODE_GRANT_TYPE, App
 
 _NOTICES = {
     "saved": "Changes saved.",
@@ -41,7 +41,7 @@ class ConsolePage(PageHandler):
         app = apps.view(await self.owned_app(client_id))
         events, attempts = await self.services.apps.deliveries(client_id, limit=50)
         self.render_page("console_app.html", status=status, app=app, events=events, attempts=attempts,
-                         meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS,
+                         meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS, device_grant=DEVICE_CODE_GRANT_TYPE,
                          notice=_NOTICES.get(self.get_query_argument("done", "")),
                          secrets=context.pop("secrets", {}), error=context.pop("error", None),
                          created=context.pop("created", False), **context)
@@ -80,7 +80,8 @@ def _app_fields(form: dict[str, Any]) -> dict[str, Any]:
             "webhook_url": form.get("webhook_url", "").strip(),
             # OpenID Connect (contract 15): the ID tokens' algorithm, and RP-initiated logout's URIs
             "id_token_alg": form.get("id_token_alg") or None,
-            "post_logout_redirect_uris": _lines(form.get("post_logout_redirect_uris", ""))}
+            "post_logout_redirect_uris": _lines(form.get("post_logout_redirect_uris", "")),
+            "device": form.get("device") == "on"}  # the device grant (RFC 8628)
 
 
 class NewAppPage(ConsolePage):
@@ -99,7 +100,7 @@ class NewAppPage(ConsolePage):
                 owner_email=self.user.email, name=fields["name"], redirect_uris=fields["redirect_uris"],
                 allowed_scopes=fields["allowed_scopes"], webhook_url=fields["webhook_url"] or None,
                 id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG, public=form.get("client_type") == "public",
-                post_logout_redirect_uris=fields["post_logout_redirect_uris"])
+                post_logout_redirect_uris=fields["post_logout_redirect_uris"], device=fields["device"])
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
@@ -127,7 +128,8 @@ class AppPage(ConsolePage):
                 await operator.update(client_id, name=fields["name"], redirect_uris=fields["redirect_uris"],
                                       allowed_scopes=fields["allowed_scopes"] or list(scopes.ALL),
                                       webhook_url=fields["webhook_url"], id_token_alg=fields["id_token_alg"],
-                                      post_logout_redirect_uris=fields["post_logout_redirect_uris"])
+                                      post_logout_redirect_uris=fields["post_logout_redirect_uris"],
+                                      device=fields["device"])
                 done = "saved"
             elif action == "rotate-secret":
                 rotated = await operator.rotate_client_secret(client_id)

@@ -39,7 +39,8 @@ class ClientAuthenticatedHandler(RfcHandler):
 
 
 class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
-    """POST /oauth/token: authorization_code and refresh_token grants (RFC 6749 4.1.3, 6)."""
+    """POST /oauth/token: authorization_code, refresh_token and device_code grants (RFC 6749 4.1.3,
+    6; RFC 8628 3.4)."""
 
     list_fields = ("resource",)  # RFC 8707 2
 
@@ -76,6 +77,21 @@ class OAuthParHandler(ClientAuthenticatedHandler):
                 raise DPoPProofRefused("dpop_jkt is not the thumbprint of the DPoP proof's key.")
         pushed = await oauth.authorization_endpoint.push(app, params)
         self.send_json({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, status=201)
+
+
+class OAuthDeviceAuthorizationHandler(ClientAuthenticatedHandler):
+    """POST /oauth/device_authorization (RFC 8628 3.1): a client registered for the device grant,
+    authenticated as at the token endpoint, gets a device code to poll with and a user code for
+    its user to enter at {auth_url}/device (3.2); errors are RFC 6749 JSON errors."""
+
+    list_fields = ("resource",)  # RFC 8707 2
+
+    async def post(self) -> None:
+        self.form()
+        oauth = self.services.oauth
+        app = await oauth.authenticate(self.client())
+        started = await oauth.device.start(app, self._form.get("scope"), self._form.get("resource", []))
+        self.send_json(started.rfc8628())
 
 
 class OAuthRevokeHandler(CorsHandler, ClientAuthenticatedHandler):

@@ -39,6 +39,7 @@ def metadata(settings: Settings, server: AuthorizationServer) -> dict:
         "revocation_endpoint": f"{base}/oauth/revoke",
         "introspection_endpoint": f"{base}/oauth/introspect",
         "pushed_authorization_request_endpoint": f"{base}/oauth/par",  # RFC 9126 5
+        "device_authorization_endpoint": f"{base}/oauth/device_authorization",  # RFC 8628 4
         "require_pushed_authorization_requests": False,  # per app, in its registration
         "dpop_signing_alg_values_supported": list(DPOP_ALGS),  # RFC 9449 5.1
         "scopes_supported": list(scopes.ALL),

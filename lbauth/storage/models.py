@@ -393,6 +393,32 @@ class DPoPProof(Base):
     expires_at: Mapped[int] = mapped_column(Time, index=True)
 
 
+class DeviceCode(Base):
+    """A device authorization (RFC 8628), by the digests of its device code (`lba_dc_`) and of its
+    user code (8 letters, normalised): 10 minutes to approve or deny, then one redemption."""
+    __tablename__ = "device_codes"
+    device_code_hash: Mapped[str] = mapped_column(Digest, primary_key=True)
+    user_code_hash: Mapped[str] = mapped_column(Digest, unique=True)
+    app_id: Mapped[str] = mapped_column(ForeignKey("apps.id", ondelete="CASCADE"), index=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    resources: Mapped[list[str]] = mapped_column(JSON)  # RFC 8707
+    created_at: Mapped[int] = mapped_column(Time)
+    expires_at: Mapped[int] = mapped_column(Time, index=True)
+    interval: Mapped[int] = mapped_column(Integer)  # seconds between polls: 5, then 5 more at each slow_down
+    last_polled_at: Mapped[int | None] = mapped_column(Time)
+    # Set when the user approves: the grant created or extended, as a code's (contract 5, 19).
+    user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    grant_id: Mapped[str | None] = mapped_column(ForeignKey("grants.id", ondelete="CASCADE"), index=True)
+    asu: Mapped[str | None] = mapped_column(String(48))
+    approved_at: Mapped[int | None] = mapped_column(Time)
+    denied_at: Mapped[int | None] = mapped_column(Time)  # by the user, or its grant revoked before use
+    used_at: Mapped[int | None] = mapped_column(Time)
+    auth_time: Mapped[int | None] = mapped_column(Time)
+    amr: Mapped[str | None] = mapped_column(String(64))
+    session_id: Mapped[str | None] = mapped_column(Id)  # an OpenID request's: the ID token's `sid`
+    id_token_alg: Mapped[str | None] = mapped_column(String(16))
+
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -417,3 +443,4 @@ recovery_codes = _table(RecoveryCode)
 passkeys = _table(Passkey)
 pushed_requests = _table(PushedRequest)
 dpop_proofs = _table(DPoPProof)
+device_codes = _table(DeviceCode)

@@ -54,6 +54,8 @@ class Session:
 PUBLIC_CLIENT_METHOD: Final = "none"  # noqa: S105 (a method name, not a secret)
 # RFC 7591 2 default `grant_types` here: every grant gets a refresh token (contract 17).
 DEFAULT_GRANT_TYPES: Final = ("authorization_code", "refresh_token")
+# RFC 8628 3.4: the device grant, which an app uses only if its `grant_types` hold it.
+DEVICE_CODE_GRANT_TYPE: Final = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 class Registration(StrEnum):
@@ -345,6 +347,33 @@ class RefreshToken:
     rotated_at: int | None
     amr: str
     dpop_jkt: str | None  # RFC 9449 5; DPOP_ANY_KEY: a proof of any key
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCode:
+    """A device authorization (RFC 8628 3.2), by the digests of its device code and user code:
+    what the device asked for, how often it may poll, and, once the user approved, what its
+    tokens are issued for (the grant, the app-scoped id, the approving session's sign-in, and
+    for an OpenID request the ID tokens' algorithm)."""
+    device_code_hash: str
+    user_code_hash: str
+    app_id: str
+    scopes: list[str]
+    resources: list[str]  # RFC 8707: the registered resources' URIs
+    created_at: int
+    expires_at: int
+    interval: int  # seconds between polls; grows by 5 at each slow_down
+    last_polled_at: int | None
+    user_id: str | None
+    grant_id: str | None
+    asu: str | None
+    approved_at: int | None
+    denied_at: int | None  # by the user, or by a revocation of the grant it was approved under
+    used_at: int | None  # its tokens were issued: once
+    auth_time: int | None
+    amr: str | None
+    session_id: str | None
+    id_token_alg: str | None
 
 
 @dataclass(frozen=True, slots=True)

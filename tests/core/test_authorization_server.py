@@ -16,6 +16,7 @@ from lbauth.core.oauth.authorization.codes import issue_code
 from lbauth.core.oauth.authorization.endpoint import load_client
 from lbauth.core.oauth.authorization.request import check_api_request
 from lbauth.core.oauth.client_auth import ClientCredentials, presented_credentials
+from lbauth.core.oauth.device import DeviceCodeGrant
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from lbauth.core.oauth.server import CLIENT_AUTH_METHODS
 from lbauth.services import Services
@@ -150,11 +151,14 @@ async def counted(services: Services, work) -> tuple[object, int]:
 
 def test_grant_dispatch(services):
     oauth = services.oauth
-    assert list(oauth.grants) == ["authorization_code", "refresh_token"]
+    device = "urn:ietf:params:oauth:grant-type:device_code"  # RFC 8628 3.4
+    assert list(oauth.grants) == ["authorization_code", "refresh_token", device]
     assert isinstance(oauth.grant("authorization_code"), AuthorizationCodeGrant)
     assert isinstance(oauth.grant("refresh_token"), RefreshTokenGrant)
+    assert isinstance(oauth.grant(device), DeviceCodeGrant)
     for unsupported in ("password", "client_credentials", ""):
-        with pytest.raises(errors.GrantTypeInvalid, match="Supported grant types: authorization_code, refresh_token."):
+        with pytest.raises(errors.GrantTypeInvalid,
+                           match=f"Supported grant types: authorization_code, refresh_token, {device}."):
             oauth.grant(unsupported)
 
 

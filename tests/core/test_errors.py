@@ -43,6 +43,13 @@ EXPECTED = {
     errors.RefreshTokenInvalid: (400, "oauth2.refresh_token.invalid", "invalid_grant", True),
     errors.RefreshTokenExpired: (400, "oauth2.refresh_token.expired", "invalid_grant", True),
     errors.RefreshTokenRevoked: (400, "oauth2.refresh_token.revoked", "invalid_grant", True),
+    errors.UnauthorizedClient: (400, "oauth2.client.unauthorized", "unauthorized_client", True),
+    errors.AuthorizationPending: (400, "oauth2.device.authorization_pending", "authorization_pending", True),
+    errors.SlowDown: (400, "oauth2.device.slow_down", "slow_down", True),
+    errors.ExpiredToken: (400, "oauth2.device_code.expired", "expired_token", True),
+    errors.DeviceCodeInvalid: (400, "oauth2.device_code.invalid", "invalid_grant", True),
+    errors.DeviceCodeUsed: (400, "oauth2.device_code.used", "invalid_grant", True),
+    errors.UserCodeInvalid: (400, "oauth2.user_code.invalid", "invalid_request", True),
     errors.TokenMissing: (401, "oauth2.token.missing", "invalid_request", True),
     errors.TokenInvalid: (401, "oauth2.token.invalid", "invalid_token", True),
     errors.TokenExpired: (401, "oauth2.token.expired", "invalid_token", True),
@@ -91,6 +98,14 @@ def test_status_sub_code_rfc_error_and_redirectable(cls):
     assert list(error.envelope()) == ["code", "message", "subCode"]
     assert error.message and str(error) == error.message
     assert error.headers == {}
+
+
+def test_the_device_grants_access_denied_is_the_token_endpoints_400():
+    """RFC 8628 3.5 answers as RFC 6749 5.2: 400, with the access-denied class's subCode."""
+    error = errors.DeviceAccessDenied()
+    assert isinstance(error, errors.AccessDenied)
+    assert (error.status, error.sub_code, error.rfc_error) == (400, "oauth2.authorization.denied", "access_denied")
+    assert errors.by_sub_code(error.sub_code) is errors.AccessDenied
 
 
 def test_a_message_and_headers_may_be_given():

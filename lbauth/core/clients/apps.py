@@ -18,15 +18,26 @@ from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.errors import ApplicationNotFound, ValidationFailed
 from lbauth.storage import Connection
 from lbauth.storage.db import Database
-from lbauth.storage.records import KEEP, PUBLIC_CLIENT_METHOD, App, AppChanges, ClientMetadata, Registration
+from lbauth.storage.records import (
+    DEFAULT_GRANT_TYPES,
+    DEVICE_CODE_GRANT_TYPE,
+    KEEP,
+    PUBLIC_CLIENT_METHOD,
+    App,
+    AppChanges,
+    ClientMetadata,
+    Registration,
+)
 from lbauth.storage.repo import apps as repo
 from lbauth.storage.repo import users as users_repo
 
 
 @dataclass(frozen=True)
 class AppPolicy:
-    """What the deployment allows in app settings."""
+    """What the deployment allows in app settings: development's redirect URIs, and the grant
+    types an app may register for (the token endpoint's, `server.GRANT_TYPE_NAMES`)."""
     development: bool
+    grant_types: tuple[str, ...] = DEFAULT_GRANT_TYPES
 
 
 CONFIDENTIAL = "client_secret_basic"  # token_endpoint_auth_method (RFC 7591 2) of an operator's confidential app
@@ -43,14 +54,15 @@ def view(app: App) -> dict[str, Any]:
             "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
             "tokenEndpointAuthMethod": app.token_endpoint_auth_method,
             "requirePushedAuthorizationRequests": app.requires_pushed_requests,
-            "dpopBoundAccessTokens": app.requires_dpop,
+            "dpopBoundAccessTokens": app.requires_dpop, "grantTypes": ClientMetadata.of(app).grant_types,
             "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
 
 
 def intake(policy: AppPolicy) -> metadata.Intake:
     """An operator's app: every field of the client model, the operator's own among them."""
     return metadata.Intake(Registration.OPERATOR, auth_methods=(CONFIDENTIAL, PUBLIC_CLIENT_METHOD),
-                           default_auth_method=CONFIDENTIAL, development=policy.development,
+                           default_auth_method=CONFIDENTIAL, grant_types=policy.grant_types,
+                           development=policy.development,
                            fields=metadata.CLIENT_FIELDS + metadata.OPERATOR_FIELDS)
 
 
@@ -74,16 +86,17 @@ class Apps:
     async def create(self, *, name: str, owner_email: str, redirect_uris: Sequence[str],
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      id_token_alg: str = ID_TOKEN_DEFAULT_ALG, post_logout_redirect_uris: Sequence[str] = (),
-                     public: bool = False) -> dict[str, Any]:
+                     public: bool = False, device: bool = False) -> dict[str, Any]:
         """Register an app; returns the contract's creation record with both secrets, shown this once.
         A public client (contract 17: `token_endpoint_auth_method` none) has no client secret:
-        `clientSecret` is null."""
+        `clientSecret` is null. `device`: it may use the device grant (RFC 8628)."""
         with _as_validation_failed():
             client = metadata.validate({
                 "client_name": name, "redirect_uris": list(redirect_uris),
                 "token_endpoint_auth_method": PUBLIC_CLIENT_METHOD if public else CONFIDENTIAL,
                 "scopes": allowed_scopes, "webhook_url": webhook_url, "id_token_alg": id_token_alg,
-                "post_logout_redirect_uris": list(post_logout_redirect_uris)}, self.intake)
+                "post_logout_redirect_uris": list(post_logout_redirect_uris),
+                "grant_types": _with_grant(list(DEFAULT_GRANT_TYPES), DEVICE_CODE_GRANT_TYPE, device)}, self.intake)
         client_id = opaque.new_id("cid_")
 
         def work(conn: Connection) -> metadata.NewApp:
@@ -111,9 +124,11 @@ class Apps:
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      enable_webhook: bool = False, id_token_alg: str | None = None,
                      post_logout_redirect_uris: Sequence[str] | None = None,
-                     require_par: bool | None = None, require_dpop: bool | None = None) -> dict[str, Any]:
+                     require_par: bool | None = None, require_dpop: bool | None = None,
+                     device: bool | None = None) -> dict[str, Any]:
         """Change what is given; `webhook_url=""` removes the webhook; `require_par`: only pushed
-        authorization requests (RFC 9126 6); `require_dpop`: only DPoP-bound tokens (RFC 9449 5.2)."""
+        authorization requests (RFC 9126 6); `require_dpop`: only DPoP-bound tokens (RFC 9449 5.2);
+        `device`: the device grant (RFC 8628) added to its `grant_types`, or removed."""
         given = {"client_name": name, "redirect_uris": None if redirect_uris is None else list(redirect_uris),
                  "scopes": allowed_scopes, "webhook_url": webhook_url, "id_token_alg": id_token_alg,
                  "post_logout_redirect_uris": post_logout_redirect_uris,
@@ -127,7 +142,8 @@ class Apps:
                              post_logout_redirect_uris=checked.get("post_logout_redirect_uris"))
         extensions: dict[str, Any] = {name: checked[name] for name in ("require_pushed_authorization_requests",
                                                         "dpop_bound_access_tokens") if name in checked}
-        return await self._change(client_id, changes, extensions)
+        grants = {} if device is None else {DEVICE_CODE_GRANT_TYPE: device}
+        return await self._change(client_id, changes, extensions, grants)
 
     async def rotate_client_secret(self, client_id: str) -> dict[str, Any]:
         """A confidential app's new secret; a public client has none to rotate (contract 17). Whether
@@ -145,22 +161,32 @@ class Apps:
         await self._change(client_id, AppChanges(webhook_secret_sealed=sealed))
         return {"clientId": client_id, "webhookSecret": secret}
 
-    async def _change(self, client_id: str, changes: AppChanges,
-                      extensions: dict[str, Any] | None = None) -> dict[str, Any]:
-        """`extensions`: new values of fields kept in `client_metadata`, merged into the stored ones."""
+    async def _change(self, client_id: str, changes: AppChanges, extensions: dict[str, Any] | None = None,
+                      grants: dict[str, bool] | None = None) -> dict[str, Any]:
+        """`extensions`: new values of fields kept in `client_metadata`, merged into the stored ones;
+        `grants`: grant types added to (True) or removed from (False) the stored `grant_types`."""
         def work(conn: Connection) -> App:
-            app = repo.by_client_id(conn, client_id, lock=bool(extensions))
+            app = repo.by_client_id(conn, client_id, lock=bool(extensions or grants))
             if app is None:
                 raise ApplicationNotFound()
             change = changes
-            if extensions:
-                merged = dataclasses.replace(ClientMetadata.of(app), **extensions)
+            if extensions or grants:
+                merged = dataclasses.replace(ClientMetadata.of(app), **(extensions or {}))
+                if grants:
+                    merged = dataclasses.replace(merged, **self._granted(merged.grant_types, grants))
                 change = dataclasses.replace(changes, client_metadata=merged.extensions())
             repo.update_app(conn, app.id, change, int(self.clock.now()))
             changed = repo.by_client_id(conn, client_id)
             assert changed is not None  # in this transaction, since the read above
             return changed
         return view(await self.db.transaction(work))
+
+    def _granted(self, grant_types: list[str], grants: dict[str, bool]) -> dict[str, Any]:
+        """The `grant_types` field with `grants` added or removed, checked as a registration's."""
+        for grant_type, wanted in grants.items():
+            grant_types = _with_grant(grant_types, grant_type, wanted)
+        with _as_validation_failed():
+            return metadata.check({"grant_types": grant_types}, self.intake, ["grant_types"])
 
     # ---- the app's webhook deliveries (contract 10 and 12) --------------------------------------------
 
@@ -174,3 +200,9 @@ class Apps:
 
     async def redeliver(self, client_id: str, event_id: str) -> dict[str, Any]:
         return await outbox.redeliver(self.db, self.clock, event_id, client_id=client_id)
+
+
+def _with_grant(grant_types: list[str], grant_type: str, wanted: bool) -> list[str]:
+    """`grant_types` with `grant_type` added at the end, or without it."""
+    kept = [g for g in grant_types if g != grant_type]
+    return [*kept, grant_type] if wanted else kept

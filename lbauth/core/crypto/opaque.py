@@ -32,6 +32,8 @@ MFA_TOKEN = "lba_mt_"  # noqa: S105
 PASSKEY_CHALLENGE = "lba_pk_"
 # A pushed authorization request's reference (RFC 9126 2.2), after its URN prefix: 60 s until first use.
 PUSHED_REQUEST = "lba_ru_"
+# A device code (RFC 8628 3.2): what the device polls the token endpoint with, for 10 minutes.
+DEVICE_CODE = "lba_dc_"
 
 
 def new_secret(prefix: str) -> str:

@@ -13,16 +13,18 @@ from lbauth.storage.records import App
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import codes as codes_repo
+from lbauth.storage.repo import device as device_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import tokens as tokens_repo
 
 
 def suspend_grant_in(conn: Connection, clock: Clock, grant_id: str, now: int, access_ttl: int) -> None:
-    """Inside the caller's transaction: every code, refresh token and access token of the grant
-    issued so far refused (codes first: a code redeemed meanwhile would mint a refresh token after
-    the tokens' update). The grant itself is left as it is: `revoke_grant_in` revokes it, a disabled
-    account keeps it (contract 16). Call cover_racing_tokens after the commit."""
+    """Inside the caller's transaction: every code, device code, refresh token and access token of
+    the grant issued so far refused (codes first: a code redeemed meanwhile would mint a refresh
+    token after the tokens' update). The grant itself is left as it is: `revoke_grant_in` revokes
+    it, a disabled account keeps it (contract 16). Call cover_racing_tokens after the commit."""
     codes_repo.revoke_for_grant(conn, grant_id, now)
+    device_repo.deny_for_grant(conn, grant_id, now)  # approved for a device (RFC 8628) that has not polled yet
     tokens_repo.revoke_for_grant(conn, grant_id, now)
     enter_grant(conn, grant_id, now, access_ttl)
     cover_until_now(conn, clock, grant_id, now, access_ttl)

@@ -58,7 +58,7 @@ class GrantType(ABC, Generic[RequestT]):
         `key`: the thumbprint of the request's DPoP proof key, the access token's binding (RFC 9449 5)."""
 
 
-def _resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
+def resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
     """RFC 8707 2: the `resource` values (it may repeat: the handler passes a list), normalised."""
     values = params.get("resource") or ()
     return resources.parse([values] if isinstance(values, str) else values)
@@ -79,7 +79,7 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
 
     def parse(self, params: Mapping[str, Any]) -> CodeRequest:
         code, redirect_uri = require(params, "code", "redirect_uri")
-        return CodeRequest(code, redirect_uri, params.get("code_verifier") or None, _resource_indicators(params))
+        return CodeRequest(code, redirect_uri, params.get("code_verifier") or None, resource_indicators(params))
 
     async def issue(self, client: ClientCredentials, request: CodeRequest, key: str | None = None) -> TokenSet:
         """The hot path is one unit of work that authenticates the client, claims the code and
@@ -209,7 +209,7 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
     def parse(self, params: Mapping[str, Any]) -> RefreshRequest:
         (refresh_token,) = require(params, "refresh_token")
         scope = scopes.parse_space_separated(params["scope"]) if params.get("scope") else None
-        return RefreshRequest(refresh_token, scope, _resource_indicators(params))
+        return RefreshRequest(refresh_token, scope, resource_indicators(params))
 
     async def issue(self, client: ClientCredentials, request: RefreshRequest, key: str | None = None) -> TokenSet:
         """One statement finds the token and authenticates its client; a second, only on failure,

@@ -25,6 +25,7 @@ from lbauth.core.oauth.client_auth import (
     checked_client,
     presented_credentials,
 )
+from lbauth.core.oauth.device import DeviceAuthorizations, DeviceCodeGrant
 from lbauth.core.oauth.dpop import DPoPProofs
 from lbauth.core.oauth.grants import AuthorizationCodeGrant, GrantType, RefreshTokenGrant
 from lbauth.core.oauth.issuing import Issuer
@@ -41,7 +42,8 @@ from lbauth.storage.repo import dpop as dpop_repo
 from lbauth.storage.repo import pushed as pushed_repo
 
 CLIENT_AUTH_METHODS: tuple[ClientAuthMethod, ...] = (ClientSecretBasic(), ClientSecretPost(), NoClientSecret())
-GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, RefreshTokenGrant)
+GRANT_TYPES: tuple[type[GrantType[Any]], ...] = (AuthorizationCodeGrant, RefreshTokenGrant, DeviceCodeGrant)
+GRANT_TYPE_NAMES = tuple(cls.grant_type for cls in GRANT_TYPES)  # what a client may register (RFC 7591 2)
 
 
 class AuthorizationServer:
@@ -57,6 +59,7 @@ class AuthorizationServer:
         self.issuer = Issuer(db, settings, tokens, extensions=(IdTokenExtension(id_tokens),))
         self.grants = {cls.grant_type: cls(db, clock, settings, checklist, self.issuer) for cls in grant_types}
         self.dpop = DPoPProofs(db, clock)
+        self.device = DeviceAuthorizations(db, clock, settings)  # RFC 8628: its endpoint and the user's page
         self.authorization_endpoint = AuthorizationEndpoint(db, clock, settings, documents, lambda: tokens.public_keys)
 
     # ---- client authentication (RFC 6749 2.3) --------------------------------------------------------
@@ -92,10 +95,11 @@ class AuthorizationServer:
         return await grant.issue(client, request, key)
 
     async def forget_ended_requests(self) -> None:
-        """Pushed requests and DPoP proofs too old to be used (a periodic job)."""
+        """Pushed requests, DPoP proofs and device codes too old to be used (a periodic job)."""
         now = int(self.clock.now())
         await self.db.transaction(pushed_repo.delete_ended, now, single_statement=True)
         await self.db.transaction(dpop_repo.delete_ended, now, single_statement=True)
+        await self.device.forget_ended()
 
     # ---- revocation and introspection (RFC 7009, RFC 7662) ------------------------------------------------
 

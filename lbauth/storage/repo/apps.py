@@ -67,6 +67,11 @@ def by_client_id(conn: Connection, client_id: str, *, lock: bool = False) -> App
     return App(*row) if row is not None else None
 
 
+def by_id(conn: Connection, app_id: str) -> App | None:
+    row = conn.execute(_WITH_OWNER.where(apps.c.id == app_id)).first()
+    return App(*row) if row is not None else None
+
+
 def all_apps(conn: Connection, owner_id: str | None = None) -> list[App]:
     query = _WITH_OWNER.order_by(apps.c.created_at, apps.c.id)
     if owner_id is not None:

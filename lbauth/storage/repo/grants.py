@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert, select, update
 
-from lbauth.storage.models import apps, grants, subjects
+from lbauth.storage.models import apps, grants, subjects, users
 from lbauth.storage.records import Grant, UserGrant
 from lbauth.storage.repo import duplicate_refused, shaped
 
 _LIVE = shaped(Grant, select(grants, subjects.c.asu)
                .outerjoin(subjects, (subjects.c.app_id == grants.c.app_id) & (subjects.c.user_id == grants.c.user_id))
                .where(grants.c.revoked_at.is_(None)))
+# PostgreSQL: as a code is issued under a live grant (repo/codes.py), the user's row, then the
+# grant's, share-locked: a revocation, disable or deletion under way is waited for and then seen.
+_LIVE_LOCKED = (_LIVE.join(users, users.c.id == grants.c.user_id).where(users.c.disabled_at.is_(None))
+                .with_for_update(read=True, of=[users, grants]))
 _OF_USER = shaped(UserGrant, select(grants, apps.c.client_id, apps.c.name.label("app_name"))
                   .join(apps, apps.c.id == grants.c.app_id)
                   .where(grants.c.revoked_at.is_(None))
@@ -20,6 +24,13 @@ _OF_USER = shaped(UserGrant, select(grants, apps.c.client_id, apps.c.name.label(
 def live_grant(conn: Connection, user_id: str, app_id: str) -> Grant | None:
     """The live grant and the app-scoped id of (user, app), in one statement."""
     row = conn.execute(_LIVE.where(grants.c.user_id == user_id, grants.c.app_id == app_id)).first()
+    return Grant(*row) if row is not None else None
+
+
+def live_grant_locked(conn: Connection, user_id: str, app_id: str) -> Grant | None:
+    """The live grant of (user, app) and its app-scoped id, locked as `_LIVE_LOCKED` says; None
+    when there is none or the user is disabled."""
+    row = conn.execute(_LIVE_LOCKED.where(grants.c.user_id == user_id, grants.c.app_id == app_id)).first()
     return Grant(*row) if row is not None else None
 
 

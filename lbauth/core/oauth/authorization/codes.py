@@ -3,6 +3,9 @@ grant for the app is created or extended and a single-use code is issued under i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 from lbauth.clock import Clock
 from lbauth.core import scopes
 from lbauth.core.crypto import opaque
@@ -14,6 +17,8 @@ from lbauth.storage.records import Authentication, OpenIdDetails
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import grants as grants_repo
 from lbauth.storage.repo import users as users_repo
+
+T = TypeVar("T")
 
 
 def _issue_under_covering_grant(conn: Connection, request: AuthorizationRequest, user_id: str, code_hash: str,
@@ -36,27 +41,66 @@ def _issue(conn: Connection, request: AuthorizationRequest, user_id: str, code_h
                                                authentication=authentication, openid=openid,
                                                resources=request.resource_uris, dpop_jkt=request.bound_key)
     if issued is not None:
-        held = tuple(issued.grant_scopes)
-        union = [s for s in scopes.ALL if s in held or s in request.scopes]
-        held_resources = list(issued.grant_resources or ())
-        more = [uri for uri in request.resource_uris if uri not in held_resources]
-        if union != list(held) or more:  # a second approval extends the grant to the union
-            grants_repo.set_scopes(conn, issued.grant_id, union, now, resources=held_resources + more if more else None)
+        _extend_grant(conn, issued.grant_id, issued.grant_scopes, list(issued.grant_resources or ()),
+                      request.scopes, request.resource_uris, now)
         return
-    if not users_repo.lock_if_active(conn, user_id):  # disabled or deleted since this session was checked
-        raise TokenRevoked("This session has ended; sign in again.")
-    grant_id = opaque.new_id("gnt_")
-    grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(request.scopes),
-                             now=now, resources=request.resource_uris)
-    asu = grants_repo.subject(conn, user_id, app_id)
-    if asu is None:  # created once per (app, user), never changed
-        asu = opaque.new_id("asu_")
-        grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, now=now)
+    grant_id, asu = _new_grant(conn, app_id, user_id, request.scopes, request.resource_uris, now)
     codes_repo.insert_code(conn, code_hash=code_hash, app_id=app_id, user_id=user_id, grant_id=grant_id, asu=asu,
                            redirect_uri=request.redirect_uri, scopes=list(request.scopes),
                            code_challenge=request.code_challenge, now=now, expires_at=now + ttl,
                            authentication=authentication, openid=openid, resources=request.resource_uris,
                            dpop_jkt=request.bound_key)
+
+
+def _extend_grant(conn: Connection, grant_id: str, held: Sequence[str], held_resources: list[str],
+                  approved: Sequence[str], approved_resources: Sequence[str], now: int) -> None:
+    """A second approval extends the grant to the union of the scopes and resources approved."""
+    union = [s for s in scopes.ALL if s in held or s in approved]
+    more = [uri for uri in approved_resources if uri not in held_resources]
+    if union != list(held) or more:
+        grants_repo.set_scopes(conn, grant_id, union, now, resources=held_resources + more if more else None)
+
+
+def _new_grant(conn: Connection, app_id: str, user_id: str, approved: Sequence[str],
+               approved_resources: list[str], now: int) -> tuple[str, str]:
+    """A first approval: a new grant, and the app-scoped user id (made once per app and user);
+    Duplicate when a concurrent approval made either first."""
+    if not users_repo.lock_if_active(conn, user_id):  # disabled or deleted since this session was checked
+        raise TokenRevoked("This session has ended; sign in again.")
+    grant_id = opaque.new_id("gnt_")
+    grants_repo.insert_grant(conn, grant_id=grant_id, app_id=app_id, user_id=user_id, scopes=list(approved),
+                             now=now, resources=approved_resources)
+    asu = grants_repo.subject(conn, user_id, app_id)
+    if asu is None:  # created once per (app, user), never changed
+        asu = opaque.new_id("asu_")
+        grants_repo.insert_subject(conn, app_id=app_id, user_id=user_id, asu=asu, now=now)
+    return grant_id, asu
+
+
+def grant_for(conn: Connection, app_id: str, user_id: str, approved: Sequence[str],
+              approved_resources: list[str], now: int) -> tuple[str, str]:
+    """The grant an approval other than a code's is made under (the device grant's, RFC 8628
+    3.3), as `issue_code` makes a code's: the user's live grant extended to what was approved, or
+    a new one; its id and the app-scoped user id. Locks as a code's issuing does."""
+    live = grants_repo.live_grant_locked(conn, user_id, app_id)
+    if live is None:
+        return _new_grant(conn, app_id, user_id, approved, approved_resources, now)
+    assert live.asu is not None  # a grant's subject is made with it (_new_grant)
+    _extend_grant(conn, live.id, live.scopes, list(live.resources), approved, approved_resources, now)
+    return live.id, live.asu
+
+
+async def retrying_duplicates(db: Database, work: Callable[..., T], *args: Any) -> T:
+    """`work` in a transaction, run again (three runs at most) when a unique key refuses its insert
+    (Duplicate): a concurrent approval created the grant or subject first, which the next run finds
+    and extends; or a value it drew at random was taken, and the next run draws another."""
+    for attempt in range(3):
+        try:
+            return await db.transaction(work, *args)
+        except Duplicate:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, user_id: str, ttl: int,
@@ -70,12 +114,5 @@ async def issue_code(db: Database, clock: Clock, request: AuthorizationRequest, 
     if not request.resource_uris and await db.transaction(_issue_under_covering_grant, request, user_id, code_hash,
                                                           now, ttl, authentication, openid, single_statement=True):
         return code  # the common case: one statement, one round trip, no transaction around it
-    for attempt in range(3):
-        try:
-            await db.transaction(_issue, request, user_id, code_hash, now, ttl, authentication, openid)
-            return code
-        except Duplicate:
-            # A concurrent approval created the grant or subject first: run again and extend it.
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    await retrying_duplicates(db, _issue, request, user_id, code_hash, now, ttl, authentication, openid)
+    return code

@@ -50,7 +50,6 @@ from lbauth.errors import (
     MfaEnrolmentRequired,
     PushedRequestRequired,
     RedirectUriMismatch,
-    ScopeInvalid,
     ValidationFailed,
 )
 from lbauth.settings import Settings
@@ -112,13 +111,8 @@ class AuthorizationEndpoint:
         statement."""
         if not request.resource_indicators:
             return request
-        named = await resources.registered(self.db, request.resource_indicators)
-        if request.scope_sent:
-            kept = resources.allowed_scopes(request.scopes, named)
-        else:
-            kept = resources.default_scopes(request.app.default_scopes, named)
-        if not kept:
-            raise ScopeInvalid("None of the requested scopes is allowed for the requested resource.")
+        kept, named = await resources.resolve(self.db, request.resource_indicators, request.scopes,
+                                              request.scope_sent, request.app.default_scopes)
         return replace(request, scopes=kept, resources=named)
 
     async def read_openid_parameters(self, request: AuthorizationRequest) -> AuthorizationRequest:

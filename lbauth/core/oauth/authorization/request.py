@@ -126,8 +126,7 @@ def front_channel(app: App, params: Mapping[str, Sequence[str]]) -> Authorizatio
     if state and len(state) > MAX_STATE_LENGTH:
         raise ValidationFailed(f"state must be at most {MAX_STATE_LENGTH} characters")
     scope = one(params, "scope")
-    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.default_scopes)
-    _check_allowed(app, requested)
+    requested = requested_scopes(app, scope)
     challenge = _check_pkce(one(params, "code_challenge"), one(params, "code_challenge_method"), app)
     return AuthorizationRequest(app, params["redirect_uri"][0], requested, state, challenge,
                                 resource_indicators=resources.parse(params.get("resource", ())),
@@ -165,6 +164,14 @@ def check_api_request(app: App, redirect_uri: str, scope: Any, state: Any, chall
             raise ValidationFailed("codeChallenge and codeChallengeMethod must be strings")
     return AuthorizationRequest(app, redirect_uri, requested, state, _check_pkce(challenge, method, app),
                                 resource_indicators=resources.parse(resource or ()))
+
+
+def requested_scopes(app: App, scope: str | None) -> tuple[str, ...]:
+    """RFC 6749 3.3: the scopes a request's `scope` asks for, all of them the app's (ScopeInvalid
+    otherwise); without one, the app's default scopes."""
+    requested = scopes.parse_space_separated(scope) if scope is not None else tuple(app.default_scopes)
+    _check_allowed(app, requested)
+    return requested
 
 
 def _check_allowed(app: App, requested: tuple[str, ...]) -> None:
