@@ -86,6 +86,8 @@ async def test_a_proof_binds_the_access_token_which_then_needs_a_proof_of_that_k
         "Authorization": f"DPoP {access_token}",
         "DPoP": key.proof("GET", userinfo, srv.clock.now(), access_token=access_token)})
     assert info.status == 200 and info.json["sub"], info.text
+    info_as_bearer = await srv.client.get("/oauth/userinfo", bearer=access_token)
+    assert info_as_bearer.status == 401 and info_as_bearer.headers["WWW-Authenticate"].startswith("DPoP ")
 
 
 async def test_without_a_proof_tokens_stay_bearer_and_a_bearer_token_is_refused_as_dpop(srv):
