@@ -6,6 +6,7 @@ In-process verification (contract section 14), one key, one core, best of severa
 - pyjwt_decode_ops  jwt.decode with a prebuilt key object and the same required claims
 - raw_verify_ops    the bare cryptography signature check of the same token
 - verify_100k_ratio Verifier.verify with 100,000 check-list entries, over an empty list
+- verify_dpop_ratio Verifier.verify of a DPoP-bound token with a fresh proof, over a plain verify
 
     python tools/bench.py [--quick] [--only verify] [--out bench-results.json]
 """
@@ -13,6 +14,7 @@ In-process verification (contract section 14), one key, one core, best of severa
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -25,7 +27,7 @@ from pathlib import Path
 import jwt
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from jwt.utils import base64url_decode, raw_to_der_signature
+from jwt.utils import base64url_decode, base64url_encode, raw_to_der_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/bench_http.py beside this file
 
@@ -33,7 +35,7 @@ from bench_grants import ENDPOINTS as MANY_ENDPOINTS  # noqa: E402
 from bench_grants import SUFFIX as MANY  # noqa: E402
 
 from lbauth.core.crypto.keys import SIGNING_ALGS, Signer, generate_private_key, public_jwk  # noqa: E402
-from lbauth.verify import REQUIRED_CLAIMS, CheckList, Entry, Verifier  # noqa: E402
+from lbauth.verify import REQUIRED_CLAIMS, CheckList, DPoPRequest, Entry, Verifier, jwk_thumbprint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ISSUER = AUDIENCE = "https://auth.bench.example"
@@ -66,6 +68,36 @@ def bench_signing(seconds: float, runs: int, now: int) -> dict:
         signer = Signer("kid-bench", alg, generate_private_key(alg))
         found[f"sign_{alg}_ops"] = round(rate(lambda signer=signer: signer.sign(claims, "JWT"), seconds, runs))
     return found
+
+
+def bench_verify_dpop(verifier: Verifier, key: object, kid: str, claims: dict, quick: bool) -> dict:
+    """Verifier.verify of a DPoP-bound token with its proof (RFC 9449 7: two signature checks, the
+    proof's and the token's) beside a plain verify of the same token unbound, alternated; each proof
+    is new (its `jti` is used once), made before the timing starts."""
+    client_key = generate_private_key("ES256")
+    jwk = {name: value for name, value in public_jwk("ES256", client_key.public_key()).items()
+           if name in ("kty", "crv", "x", "y")}
+    bound = "lba_at_" + jwt.encode({**claims, "cnf": {"jkt": jwk_thumbprint(jwk)}}, key, algorithm="ES256",
+                                   headers={"kid": kid, "typ": "at+jwt"})
+    plain = "lba_at_" + jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid, "typ": "at+jwt"})
+    url = AUDIENCE + "/notes"
+    ath = base64url_encode(hashlib.sha256(bound.encode()).digest()).decode()
+    batch, rounds = (500, 3) if quick else (2000, 5)
+    dpop_rates, plain_rates = [], []
+    for round_ in range(rounds):
+        proofs = [jwt.encode({"jti": f"{round_}-{i}", "htm": "GET", "htu": url, "iat": int(time.time()),
+                              "ath": ath}, client_key, algorithm="ES256", headers={"typ": "dpop+jwt", "jwk": jwk})
+                  for i in range(batch)]
+        started = time.perf_counter()
+        for proof in proofs:
+            verifier.verify(bound, dpop=DPoPRequest("GET", url, proof))
+        dpop_rates.append(batch / (time.perf_counter() - started))
+        started = time.perf_counter()
+        for _ in range(batch):
+            verifier.verify(plain)
+        plain_rates.append(batch / (time.perf_counter() - started))
+    return {"verify_dpop_ops": round(statistics.median(dpop_rates)),
+            "verify_dpop_ratio": round(statistics.median(dpop_rates) / statistics.median(plain_rates), 3)}
 
 
 def bench_verify(quick: bool) -> dict:
@@ -111,6 +143,7 @@ def bench_verify(quick: bool) -> dict:
         full_runs.append(rate(lambda: full.verify(token), seconds / 2, 1))
     return {
         **bench_signing(seconds, runs, now),
+        **bench_verify_dpop(verifier, private, kid, claims, quick),
         "verify_ops": round(verify_ops),
         "pyjwt_decode_ops": round(pyjwt_ops),
         "raw_verify_ops": round(raw_ops),
@@ -199,7 +232,9 @@ def table(results: dict) -> str:
             ("verify_ops", "Verifier.verify, ops/s"), ("pyjwt_decode_ops", "jwt.decode, same key and claims"),
             ("raw_verify_ops", "cryptography verify only"), ("verify_vs_pyjwt", "Verifier.verify / jwt.decode"),
             ("verify_100k_checklist_ops", "Verifier.verify, 100,000 check-list entries"),
-            ("verify_100k_ratio", "100,000 entries / empty list")]
+            ("verify_100k_ratio", "100,000 entries / empty list"),
+            ("verify_dpop_ops", "Verifier.verify, DPoP-bound token with its proof"),
+            ("verify_dpop_ratio", "DPoP verify / plain verify (goal >= 0.45)")]
     width = max(len(label) for _, label in rows)
     return "\n".join(f"{label.ljust(width)}  {results[key]:>10}" for key, label in rows if key in results)
 
