@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 port, workers, dsn, plan_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 plan = json.loads(open(plan_file).read())
-SQL, ORDER = plan["sql"], plan["order"]
+SQL, ORDER, LITERALS = plan["sql"], plan["order"], plan["literals"]
 KEY = ec.generate_private_key(ec.SECP256R1())
 
 def digest(value):
@@ -46,7 +46,7 @@ class Exchange(tornado.web.RequestHandler):
         values = {"p_code_hash": digest(form["code"]), "p_client_id": form["client_id"],
                   "p_client_secret_hash": digest(form["client_secret"]), "p_redirect_uri": form["redirect_uri"],
                   "p_challenge": None, "p_now": now, "p_access_jti": jti, "p_refresh_hash": digest(refresh),
-                  "p_refresh_expires_at": now + 2592000}
+                  "p_refresh_expires_at": now + 2592000, "p_dpop_jkt": None, "p_refresh_jkt": None, **LITERALS}
         async with self.application.pool.acquire() as conn:
             row = await conn.fetchrow(SQL, *[values[name] for name in ORDER])
         if row is None:
@@ -84,7 +84,9 @@ def redeem_plan() -> dict:
     parameters, and which named value each $n takes."""
     from lbauth.storage.repo.codes import _REDEEM_IN_ONE
     compiled = _REDEEM_IN_ONE.compile(dialect=asyncpg_dialect())
-    return {"sql": compiled.string, "order": list(compiled.positiontup)}
+    # The statement's own literals (DPOP_ANY_KEY, say) are bound too: their values come with it.
+    literals = {name: value for name, value in compiled.params.items() if not name.startswith("p_")}
+    return {"sql": compiled.string, "order": list(compiled.positiontup), "literals": literals}
 
 
 def cpu_seconds(group: int) -> float:
