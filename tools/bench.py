@@ -200,6 +200,13 @@ def http_table(results: dict) -> str:
         for name, path in (("refresh", "/api/oauth/token/refresh"), ("me", "/api/auth/me")):
             lines.append(f"1 -> {results['workers']} workers, {path} on SQLite: {sc[name]['rps_1_worker']} -> "
                          f"{sc[name]['rps_' + str(results['workers']) + '_workers']} req/s (x{sc[name]['speedup']})")
+    if "dpop" in results:
+        lines.append("")
+        for backend, d in results["dpop"].items():
+            lines.append(f"DPoP (tools/bench_dpop.py), {backend}: the bound code exchange "
+                         f"{d['dpop_exchange_rps']} req/s beside the plain one's {d['plain_exchange_rps']} "
+                         f"(x{d['dpop_exchange_ratio']}, goal >= 0.8); the PAR push {d['par_push_rps']} req/s; "
+                         f"non-2xx {d['non2xx']}")
     if "prototype" in results:
         pr = results["prototype"]
         lines.append("")
@@ -382,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "http"):
         import bench_http
         results.update(bench_http.run(args.quick, args.workers, args.backends.split(","), args.pg_url, args.grants))
+        import bench_dpop
+        results["dpop"] = {b: bench_dpop.run(b, 3 if args.quick else 5, 1 if args.quick else 3, args.pg_url,
+                                             args.workers) for b in args.backends.split(",")}
     results["machine"] = {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": __import__("os").cpu_count(), "quick": args.quick,
                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
