@@ -236,8 +236,7 @@ class BaseHandler(tornado.web.RequestHandler):
 
     def bearer_token(self) -> str:
         """The token of `Authorization: Bearer <token>` (RFC 6750 2.1; the header form only)."""
-        scheme, token = self.authorization(("bearer",))
-        return token
+        return self.authorization(("bearer",))[1]
 
     def authorization(self, schemes: tuple[str, ...] = ("bearer", "dpop")) -> tuple[str, str]:
         """The scheme (lower case) and token of the Authorization header, for one of `schemes`:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials
+from lbauth.core.oauth.dpop import Proof
 from lbauth.errors import ClientSecretMismatch, DPoPProofRefused, LbauthError
 from lbauth.handlers.base import BaseHandler, CorsHandler
 
@@ -31,6 +32,12 @@ class ClientAuthenticatedHandler(RfcHandler):
         self._form = self.form_body(self.list_fields)
         return require(self._form, *required)
 
+    async def dpop_proof(self) -> Proof | None:
+        """The request's DPoP proof (RFC 9449 4.3), checked against this endpoint's public URL, or
+        None when it sent none."""
+        return await self.services.oauth.dpop.at_token_endpoint(
+            self.request.headers.get_list("DPoP"), self.services.settings.base_url + self.request.path)
+
     def client(self) -> ClientCredentials:
         """The credentials presented (RFC 6749 2.3), rate-limited per client before any check."""
         client = self.services.oauth.client_credentials(self.request.headers.get("Authorization", ""), self._form)
@@ -48,8 +55,7 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
         (grant_type,) = self.form("grant_type")
         oauth = self.services.oauth
         grant = oauth.grant(grant_type)
-        proof = await oauth.dpop.at_token_endpoint(self.request.headers.get_list("DPoP"),
-                                                   self.services.settings.base_url + "/oauth/token")
+        proof = await self.dpop_proof()
         token_set = await oauth.token(grant, self.client(), self._form, proof.jkt if proof else None)
         self.services.metrics.tokens_issued.labels(grant_type).inc()
         self.send_json(token_set.rfc6749())
@@ -70,8 +76,7 @@ class OAuthParHandler(ClientAuthenticatedHandler):
         params = {name: value if isinstance(value, list) else [value]
                   for name, value in self._form.items() if name not in self._CREDENTIALS}
         # RFC 9449 10.1: a DPoP proof here binds the code, as `dpop_jkt` would (and must agree with it).
-        proof = await oauth.dpop.at_token_endpoint(self.request.headers.get_list("DPoP"),
-                                                   self.services.settings.base_url + "/oauth/par")
+        proof = await self.dpop_proof()
         if proof is not None:
             if params.setdefault("dpop_jkt", [proof.jkt]) != [proof.jkt]:
                 raise DPoPProofRefused("dpop_jkt is not the thumbprint of the DPoP proof's key.")
