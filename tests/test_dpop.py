@@ -136,9 +136,14 @@ async def test_a_proof_is_used_once_across_processes(srv, tmp_path, database_url
         r = await token_request(srv, {**form, "code": await browser_code(srv, setup)},
                                 client=(setup.client_id, setup.client_secret), proofs=[proof])
         assert r.status == 200, r.text
-        replayed = await token_request(other, {**form, "code": await browser_code(srv, setup)},
+        code = await browser_code(srv, setup)
+        replayed = await token_request(other, {**form, "code": code},
                                        client=(setup.client_id, setup.client_secret), proofs=[proof])
         assert_proof_refused(replayed)
+        # The refused request used up nothing: the code is good with a proof of its own.
+        fresh = await token_request(other, {**form, "code": code}, client=(setup.client_id, setup.client_secret),
+                                    proofs=[key.proof("POST", token_url(srv), srv.clock.now())])
+        assert fresh.status == 200 and fresh.json["token_type"] == "DPoP", fresh.text
     finally:
         other.client.close()
         await other.running.stop()

@@ -13,6 +13,7 @@ import jwt
 import pytest
 
 from tests.client import Client
+from tests.dpop_keys import DPoPKey
 from tests.flow_helpers import (
     REGISTERED_URI,
     Setup,
@@ -703,6 +704,18 @@ async def test_rfc_token_endpoint_statement_budgets(server):
     tokens = await tokens_for(server, s)
     refreshes = [rfc(grant_type="refresh_token", refresh_token=tokens["refreshToken"])] * 3
     assert await _fewest_statements(server, refreshes) == 1
+
+    # RFC 9449: a DPoP-bound exchange records its proof's single use in the same statement on
+    # PostgreSQL (a data-modifying CTE), in the same transaction on SQLite.
+    key, url = DPoPKey(), server.settings.base_url + "/oauth/token"
+
+    def bound(code: str):
+        return lambda: server.client.post("/oauth/token", form={
+            "grant_type": "authorization_code", "code": code, "redirect_uri": s.redirect_uri,
+            "client_id": s.client_id, "client_secret": s.client_secret},
+            headers={"DPoP": key.proof("POST", url, server.clock.now())})
+    bound_exchanges = [bound(await code_for(server, s)) for _ in range(3)]
+    assert await _fewest_statements(server, bound_exchanges) == (3 if server.db.is_sqlite else 1)
 
 
 async def test_failed_redemptions_consume_nothing_and_name_the_right_error(server):

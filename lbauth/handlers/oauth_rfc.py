@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lbauth.core.fields import require
 from lbauth.core.oauth.client_auth import ClientCredentials
-from lbauth.core.oauth.dpop import Proof
+from lbauth.core.oauth.dpop import ProvenKey
 from lbauth.errors import ClientSecretMismatch, DPoPProofRefused, LbauthError
 from lbauth.handlers.base import BaseHandler, CorsHandler
 
@@ -32,10 +32,10 @@ class ClientAuthenticatedHandler(RfcHandler):
         self._form = self.form_body(self.list_fields)
         return require(self._form, *required)
 
-    async def dpop_proof(self) -> Proof | None:
-        """The request's DPoP proof (RFC 9449 4.3), checked against this endpoint's public URL, or
-        None when it sent none."""
-        return await self.services.oauth.dpop.at_token_endpoint(
+    def dpop_proof(self) -> ProvenKey | None:
+        """The key the request's DPoP proof shows (RFC 9449 4.3), checked against this endpoint's
+        public URL, or None when it sent none; the proof's single use is recorded by the caller."""
+        return self.services.oauth.dpop.at_token_endpoint(
             self.request.headers.get_list("DPoP"), self.services.settings.base_url + self.request.path)
 
     def client(self) -> ClientCredentials:
@@ -55,8 +55,8 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
         (grant_type,) = self.form("grant_type")
         oauth = self.services.oauth
         grant = oauth.grant(grant_type)
-        proof = await self.dpop_proof()
-        token_set = await oauth.token(grant, self.client(), self._form, proof.jkt if proof else None)
+        proof = self.dpop_proof()
+        token_set = await oauth.token(grant, self.client(), self._form, proof)
         self.services.metrics.tokens_issued.labels(grant_type).inc()
         self.send_json(token_set.rfc6749())
 
@@ -76,10 +76,11 @@ class OAuthParHandler(ClientAuthenticatedHandler):
         params = {name: value if isinstance(value, list) else [value]
                   for name, value in self._form.items() if name not in self._CREDENTIALS}
         # RFC 9449 10.1: a DPoP proof here binds the code, as `dpop_jkt` would (and must agree with it).
-        proof = await self.dpop_proof()
+        proof = self.dpop_proof()
         if proof is not None:
             if params.setdefault("dpop_jkt", [proof.jkt]) != [proof.jkt]:
                 raise DPoPProofRefused("dpop_jkt is not the thumbprint of the DPoP proof's key.")
+            await oauth.dpop.spend(proof)
         pushed = await oauth.authorization_endpoint.push(app, params)
         self.send_json({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, status=201)
 

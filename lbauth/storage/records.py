@@ -319,6 +319,16 @@ DPOP_ANY_KEY: Final = "*"
 
 
 @dataclass(frozen=True, slots=True)
+class ProvenKey:
+    """The key a request's DPoP proof showed its client holds (RFC 9449 4.3): `jkt`, its thumbprint,
+    which binds tokens; and the proof's digest, by which its single use is recorded, until
+    `remember_until`, when the proof is too old to be accepted anyway (11.1)."""
+    jkt: str
+    proof_hash: str = field(repr=False)
+    remember_until: int
+
+
+@dataclass(frozen=True, slots=True)
 class CodeState:
     """Why a code was not claimed: the rules it breaks for this request (in CodeRule order; none
     for a code that would be claimed now), and what explaining them needs."""

@@ -17,6 +17,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,6 +34,13 @@ INVALID_PROOF = "oauth2.dpop.invalid_proof"
 MAX_PROOF_CHARS = 8192  # a proof is a few hundred bytes; more is refused before any parsing
 MAX_JTI_CHARS = 256
 MAX_REPLAY_ENTRIES = 100_000
+# A client signs its proofs with one key, so the header (typ, alg and jwk) of its proofs is the same
+# text every time: its parsed key and thumbprint are kept by that text (an ES256 header is about
+# 250 characters, an RSA 4096 one about 1,000), and so are normalised URLs. Both are pure functions
+# of their input, bounded, and cost an attacker nothing they could not cause uncached.
+HEADER_CACHE_ENTRIES = 1024
+MAX_CACHED_HEADER_CHARS = 2048
+URL_CACHE_ENTRIES = 256
 ALGS_PARAM = f'algs="{" ".join(DPOP_ALGS)}"'  # RFC 9449 7.1: the proof algorithms this resource accepts
 
 _ALGORITHMS = {name: alg for name, alg in get_default_algorithms().items() if name in DPOP_ALGS}
@@ -213,6 +221,23 @@ def _public_key(header: Mapping[str, Any], alg: str) -> tuple[dict[str, Any], An
     return jwk, key, thumbprint
 
 
+def _checked_header(segment: str) -> tuple[str, dict[str, Any], Any, str]:
+    """A proof's protected header (RFC 9449 4.2, 4.3 points 4 to 7): its `alg`, its `jwk`, the key
+    object and the key's thumbprint."""
+    header = _proof_part(segment, "header")
+    if header.get("typ") != PROOF_TYPE:
+        raise DPoPError(f"The DPoP proof's typ is not {PROOF_TYPE}.")
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in _ALGORITHMS:
+        raise DPoPError(f"The DPoP proof's alg is not one of {', '.join(DPOP_ALGS)}.")
+    if "crit" in header:
+        raise DPoPError("The DPoP proof's header has a crit parameter, which this resource does not understand.")
+    return (alg, *_public_key(header, alg))
+
+
+_cached_header = lru_cache(maxsize=HEADER_CACHE_ENTRIES)(_checked_header)  # an error is never cached
+
+
 def check_proof(proof: str, *, method: str, url: str, now: float, access_token: str | None = None,
                 jkt: str | None = None, max_age: int = PROOF_WINDOW, nonce: str | None = None) -> Proof:
     """The checked proof of a request (`method`, `url`), or DPoPError: RFC 9449 4.3. One compact JWS of
@@ -228,15 +253,10 @@ def check_proof(proof: str, *, method: str, url: str, now: float, access_token: 
     parts = proof.split(".")
     if len(parts) != 3 or not all(_BASE64URL.fullmatch(part) for part in parts):
         raise DPoPError("The DPoP proof is not one compact JWS (three base64url parts separated by dots).")
-    header = _proof_part(parts[0], "header")
-    if header.get("typ") != PROOF_TYPE:
-        raise DPoPError(f"The DPoP proof's typ is not {PROOF_TYPE}.")
-    alg = header.get("alg")
-    if not isinstance(alg, str) or alg not in _ALGORITHMS:
-        raise DPoPError(f"The DPoP proof's alg is not one of {', '.join(DPOP_ALGS)}.")
-    if "crit" in header:
-        raise DPoPError("The DPoP proof's header has a crit parameter, which this resource does not understand.")
-    jwk, key, thumbprint = _public_key(header, alg)
+    if len(parts[0]) <= MAX_CACHED_HEADER_CHARS:
+        alg, jwk, key, thumbprint = _cached_header(parts[0])
+    else:
+        alg, jwk, key, thumbprint = _checked_header(parts[0])
     signature = _proof_part(parts[2], "signature", as_json=False)
     if not _ALGORITHMS[alg].verify(f"{parts[0]}.{parts[1]}".encode("ascii"), key, signature):
         raise DPoPError("The DPoP proof's signature does not verify with the key in its header.")
@@ -260,15 +280,18 @@ def check_proof(proof: str, *, method: str, url: str, now: float, access_token: 
         raise DPoPError("The DPoP proof's nonce is not the one this server gave.")
     return Proof(jkt=thumbprint, jti=jti, iat=iat, htm=htm, htu=htu, alg=alg,
                  ath=ath if isinstance(ath, str) else None,
-                 nonce=proof_nonce if isinstance(proof_nonce, str) else None, jwk=jwk)
+                 nonce=proof_nonce if isinstance(proof_nonce, str) else None, jwk=dict(jwk))
 
 
 def _same_url(htu: str, url: str) -> bool:
     """Do `htu` and the request's URL name the same target (RFC 9449 4.3 point 9)?"""
     try:
-        return normalize_htu(htu) == normalize_htu(url)
+        return _normalized(htu) == _normalized(url)
     except ValueError:
         return False
+
+
+_normalized = lru_cache(maxsize=URL_CACHE_ENTRIES)(normalize_htu)
 
 
 def token_jkt(claims: Mapping[str, Any]) -> str | None:

@@ -8,10 +8,19 @@ import itertools
 import pytest
 from sqlalchemy import update
 
-from lbauth.storage import Connection
+from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import Database
 from lbauth.storage.models import authorization_codes as codes_model
-from lbauth.storage.records import Authentication, ClaimedCode, Code, CodeGrant, CodeRule, CodeState, RefreshToken
+from lbauth.storage.records import (
+    Authentication,
+    ClaimedCode,
+    Code,
+    CodeGrant,
+    CodeRule,
+    CodeState,
+    ProvenKey,
+    RefreshToken,
+)
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
 from tests.storage.conftest import NOW, Granted, add_app
@@ -74,6 +83,29 @@ async def test_a_failed_check_claims_nothing(db: Database, granted: Granted) -> 
     assert code is not None and code.used_at is None and code.access_jti is None
     assert await db.read(tokens_repo.by_hash, "r" * 64) is None
     assert await db.transaction(codes_repo.redeem, **_redeem_args(challenge=CHALLENGE)) is not None
+
+
+async def test_a_dpop_proof_is_spent_by_the_redemption_and_a_spent_one_claims_nothing(
+        db: Database, granted: Granted) -> None:
+    """RFC 9449 11.1: the proof's single use is recorded with the claim (one statement on
+    PostgreSQL); a proof recorded before raises Duplicate and leaves the code unclaimed, whatever
+    else the redemption has right."""
+    await _issue(db, granted)
+    await _issue(db, granted, code_hash="d" * 64)
+    proof = ProvenKey("jkt-1", "p" * 64, NOW + 120)
+
+    refused = await db.transaction(codes_repo.redeem, **_redeem_args(client_secret_hash="x" * 64), proof=proof)
+    assert refused is None  # a wrong secret claims nothing, and the proof is spent all the same
+    with pytest.raises(Duplicate):
+        await db.transaction(codes_repo.redeem, **_redeem_args(), proof=proof)
+    code = await db.read(codes_repo.by_hash, "c" * 64)
+    assert code is not None and code.used_at is None
+    assert await db.read(tokens_repo.by_hash, "r" * 64) is None
+
+    claimed = await db.transaction(codes_repo.redeem, **_redeem_args(code_hash="d" * 64, dpop_jkt="jkt-2"),
+                                   proof=ProvenKey("jkt-2", "q" * 64, NOW + 120))
+    assert claimed is not None and claimed.user_id == granted.user.id
+    assert await db.read(tokens_repo.by_hash, "r" * 64) is not None
 
 
 async def test_a_revoked_code_cannot_be_redeemed(db: Database, granted: Granted) -> None:

@@ -28,13 +28,22 @@ from lbauth.core.fields import require
 from lbauth.core.oauth.authorization.codes import grant_for, retrying_duplicates
 from lbauth.core.oauth.authorization.request import requested_scopes
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
+from lbauth.core.oauth.dpop import spend_in
 from lbauth.core.oauth.grants import GrantType, refresh_binding, resource_indicators
 from lbauth.core.oauth.issuing import Issuance, SignIn
 from lbauth.core.oauth.tokens import TokenSet
 from lbauth.settings import Settings
 from lbauth.storage import Connection
 from lbauth.storage.db import CommitThenRaise, Database
-from lbauth.storage.records import DEVICE_CODE_GRANT_TYPE, App, Authentication, ClientMetadata, DeviceCode, Resource
+from lbauth.storage.records import (
+    DEVICE_CODE_GRANT_TYPE,
+    App,
+    Authentication,
+    ClientMetadata,
+    DeviceCode,
+    ProvenKey,
+    Resource,
+)
 from lbauth.storage.repo import apps as apps_repo
 from lbauth.storage.repo import device as repo
 
@@ -209,15 +218,17 @@ class DeviceCodeGrant(GrantType[DeviceCodeRequest]):
         (device_code,) = require(params, "device_code")
         return DeviceCodeRequest(device_code, resource_indicators(params))
 
-    async def issue(self, client: ClientCredentials, request: DeviceCodeRequest, key: str | None = None) -> TokenSet:
-        """One transaction authenticates the client and either claims the approved device code
-        with its refresh token, or records the poll and says why not."""
+    async def issue(self, client: ClientCredentials, request: DeviceCodeRequest, proof: ProvenKey | None = None,
+                    ) -> TokenSet:
+        """One transaction records a DPoP proof's use, authenticates the client and either claims
+        the approved device code with its refresh token, or records the poll and says why not."""
+        key = proof.jkt if proof is not None else None
         now = int(self.clock.now())  # before the read (AccessTokens.issue_time)
         refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
         well_formed = opaque.has_prefix(request.device_code, opaque.DEVICE_CODE)
         claimed, audience = await self.db.transaction(
             _poll, client=client, device_code_hash=opaque.digest(request.device_code) if well_formed else "",
-            now=now, key=key, requested=request.resources, refresh_hash=opaque.digest(refresh_token),
+            now=now, proof=proof, requested=request.resources, refresh_hash=opaque.digest(refresh_token),
             refresh_expires_at=now + self.settings.refresh_token_ttl, refresh_jkt=refresh_binding(client, key))
         assert claimed.user_id is not None and claimed.grant_id is not None and claimed.asu is not None
         return await self.issuer.issue(Issuance(
@@ -227,14 +238,16 @@ class DeviceCodeGrant(GrantType[DeviceCodeRequest]):
             id_token_alg=claimed.id_token_alg, jkt=key))
 
 
-def _poll(conn: Connection, *, client: ClientCredentials, device_code_hash: str, now: int, key: str | None,
+def _poll(conn: Connection, *, client: ClientCredentials, device_code_hash: str, now: int, proof: ProvenKey | None,
           requested: Sequence[str], **redemption: Any) -> tuple[DeviceCode, str | list[str] | None]:
     """The client's credentials first, its registration for the grant, then the device code:
     claimed with its refresh token (`repo.redeem`), or the reason it is not, raised. A resource
     the grant does not hold is invalid_target, raised before the commit: the claim is undone."""
+    if proof is not None:
+        spend_in(conn, proof)  # RFC 9449 11.1
     app = checked_client(conn, client.client_id, client.secret_digest)
     registered_for_device_grant(app)
-    if app.requires_dpop and key is None:  # RFC 9449 5.2
+    if app.requires_dpop and proof is None:  # RFC 9449 5.2
         raise errors.DPoPProofRefused("This app's tokens are all DPoP-bound: send a DPoP proof.")
     claimed = None
     if device_code_hash:

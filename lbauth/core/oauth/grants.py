@@ -22,13 +22,14 @@ from lbauth.core.crypto import opaque
 from lbauth.core.fields import require
 from lbauth.core.oauth.checklist import CheckList, enter_grant, refresh_checklist
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
+from lbauth.core.oauth.dpop import REPLAYED, spend_in
 from lbauth.core.oauth.grant_revocation import revoke_reused_grant
 from lbauth.core.oauth.issuing import Issuance, Issuer, SignIn
 from lbauth.core.oauth.tokens import TokenSet, new_jti, pkce_challenge
 from lbauth.settings import Settings
-from lbauth.storage import Connection
+from lbauth.storage import Connection, Duplicate
 from lbauth.storage.db import CommitThenRaise, Database
-from lbauth.storage.records import DPOP_ANY_KEY, ClaimedCode, CodeRule, CodeState, RefreshToken
+from lbauth.storage.records import DPOP_ANY_KEY, ClaimedCode, CodeRule, CodeState, ProvenKey, RefreshToken
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import codes as codes_repo
 from lbauth.storage.repo import tokens as tokens_repo
@@ -53,9 +54,10 @@ class GrantType(ABC, Generic[RequestT]):
         """The grant's parameters, or the error (ValidationFailed, ScopeInvalid) that refuses them."""
 
     @abstractmethod
-    async def issue(self, client: ClientCredentials, request: RequestT, key: str | None = None) -> TokenSet:
+    async def issue(self, client: ClientCredentials, request: RequestT, proof: ProvenKey | None = None) -> TokenSet:
         """Authenticate the client and issue its tokens, or raise why not: the client's error first.
-        `key`: the thumbprint of the request's DPoP proof key, the access token's binding (RFC 9449 5)."""
+        `proof`: the key the request's DPoP proof showed, the access token's binding (RFC 9449 5),
+        its proof recorded as used by the grant."""
 
 
 def resource_indicators(params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -81,11 +83,14 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
         code, redirect_uri = require(params, "code", "redirect_uri")
         return CodeRequest(code, redirect_uri, params.get("code_verifier") or None, resource_indicators(params))
 
-    async def issue(self, client: ClientCredentials, request: CodeRequest, key: str | None = None) -> TokenSet:
+    async def issue(self, client: ClientCredentials, request: CodeRequest, proof: ProvenKey | None = None,
+                    ) -> TokenSet:
         """The hot path is one unit of work that authenticates the client, claims the code and
-        stores the refresh token (repo/codes.py: one statement on PostgreSQL, two on SQLite). Only
-        when it claims nothing does a second one find out why, in the order a client expects its
-        errors: the client's credentials first, then the code."""
+        stores the refresh token (repo/codes.py: one statement on PostgreSQL, two on SQLite), and
+        records a DPoP proof's use (in the same statement; one more on SQLite). Only when it claims
+        nothing does a second one find out why, in the order a client expects its errors: the
+        client's credentials first, then the code."""
+        key = proof.jkt if proof is not None else None
         now, jti = int(self.clock.now()), new_jti()
         refresh_token = opaque.new_secret(opaque.REFRESH_TOKEN)
         verifier, redeemed, well_formed = request.code_verifier, None, opaque.has_prefix(request.code, opaque.CODE)
@@ -99,7 +104,7 @@ class AuthorizationCodeGrant(GrantType[CodeRequest]):
             redeemed = await self.db.transaction(
                 _redeem, single_statement=not request.resources, requested=request.resources, access_jti=jti,
                 refresh_hash=opaque.digest(refresh_token), refresh_expires_at=now + self.settings.refresh_token_ttl,
-                refresh_jkt=refresh_binding(client, key), **presented)
+                refresh_jkt=refresh_binding(client, key), proof=proof, **presented)
         if redeemed is None:
             try:
                 await self.db.transaction(_why_not_redeemed, client=client, request=request, presented=presented,
@@ -138,8 +143,11 @@ def _redeem(conn: Connection, *, requested: Sequence[str], **redemption: Any,
             ) -> tuple[ClaimedCode, str | list[str] | None] | None:
     """The code claimed (`codes_repo.redeem`) and the access token's audience, or None. A resource
     the code was not issued for is invalid_target, raised before the commit: the claim is rolled
-    back and the code not used up (RFC 8707 2)."""
-    claimed = codes_repo.redeem(conn, **redemption)
+    back and the code not used up (RFC 8707 2). A DPoP proof used before claims nothing."""
+    try:
+        claimed = codes_repo.redeem(conn, **redemption)
+    except Duplicate:
+        raise errors.DPoPProofRefused(REPLAYED) from None
     if claimed is None:
         return None
     return claimed, resources.audience(requested, claimed.resources)
@@ -211,10 +219,15 @@ class RefreshTokenGrant(GrantType[RefreshRequest]):
         scope = scopes.parse_space_separated(params["scope"]) if params.get("scope") else None
         return RefreshRequest(refresh_token, scope, resource_indicators(params))
 
-    async def issue(self, client: ClientCredentials, request: RefreshRequest, key: str | None = None) -> TokenSet:
+    async def issue(self, client: ClientCredentials, request: RefreshRequest, proof: ProvenKey | None = None,
+                    ) -> TokenSet:
         """One statement finds the token and authenticates its client; a second, only on failure,
         says whether the client or the token was wrong. A public client's token is then rotated
-        (one more transaction); a confidential client's path has no more statements."""
+        (one more transaction); a confidential client's path has no more statements. A DPoP
+        proof's use is recorded first, in a unit of its own."""
+        key = proof.jkt if proof is not None else None
+        if proof is not None:
+            await self.db.transaction(spend_in, proof, single_statement=True)
         refresh_token, secret_digest = request.refresh_token, client.secret_digest
         now, row = int(self.clock.now()), None  # now: before the read (AccessTokens.issue_time)
         if opaque.has_prefix(refresh_token, opaque.REFRESH_TOKEN):

@@ -37,7 +37,7 @@ from lbauth.core.registration.documents import ClientDocuments
 from lbauth.errors import ClientSecretMismatch, GrantTypeInvalid, LbauthError
 from lbauth.settings import Settings
 from lbauth.storage.db import Database
-from lbauth.storage.records import App
+from lbauth.storage.records import App, ProvenKey
 from lbauth.storage.repo import dpop as dpop_repo
 from lbauth.storage.repo import pushed as pushed_repo
 
@@ -83,7 +83,7 @@ class AuthorizationServer:
         return grant
 
     async def token(self, grant: GrantType[Any], client: ClientCredentials, params: Mapping[str, str],
-                    key: str | None = None) -> TokenSet:
+                    proof: ProvenKey | None = None) -> TokenSet:
         """Tokens for the client under `grant`. The client is authenticated once: inside the grant's
         own statement, or, when the parameters are refused, before that refusal (RFC 6749 5.2: a
         bad client hears invalid_client before any grant error)."""
@@ -92,7 +92,7 @@ class AuthorizationServer:
         except LbauthError:
             await self.authenticate(client)
             raise
-        return await grant.issue(client, request, key)
+        return await grant.issue(client, request, proof)
 
     async def forget_ended_requests(self) -> None:
         """Pushed requests, DPoP proofs and device codes too old to be used (a periodic job)."""

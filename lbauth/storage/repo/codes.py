@@ -15,17 +15,22 @@ from sqlalchemy import (
     String,
     and_,
     bindparam,
+    exists,
     insert,
     literal_column,
     or_,
     select,
     text,
+    true,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import CTE
 
-from lbauth.storage.models import apps, grants, refresh_tokens, subjects, users
+from lbauth.storage import Duplicate
+from lbauth.storage.models import apps, dpop_proofs, grants, refresh_tokens, subjects, users
 from lbauth.storage.models import authorization_codes as codes
 from lbauth.storage.records import (
     DPOP_ANY_KEY,
@@ -36,7 +41,9 @@ from lbauth.storage.records import (
     CodeRule,
     CodeState,
     OpenIdDetails,
+    ProvenKey,
 )
+from lbauth.storage.repo import dpop as dpop_repo
 from lbauth.storage.repo import shaped
 
 # Bind parameters are named p_*: SQLAlchemy reserves column names for the VALUES and SET clauses.
@@ -78,18 +85,37 @@ _CLAIM = shaped(ClaimedCode,
 # PostgreSQL: claim and store the refresh token in one statement (data-modifying CTEs), one round
 # trip; both run to completion whatever the outer SELECT reads. SQLite has no data-modifying CTEs:
 # there the claim's RETURNING row feeds an insert.
+def _stored(claimed: CTE) -> CTE:
+    """The refresh token of the code `claimed` returns, stored (a CTE of the redemption)."""
+    return (insert(refresh_tokens)
+            .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
+                          "expires_at", "auth_time", "session_id", "resources", "amr", "dpop_jkt"],
+                         select(bindparam("p_refresh_hash", type_=String), claimed.c.app_id, claimed.c.user_id,
+                                claimed.c.grant_id, _CODE_HASH, claimed.c.asu, claimed.c.scopes, _NOW,
+                                bindparam("p_refresh_expires_at", type_=BigInteger), claimed.c.auth_time,
+                                claimed.c.session_id, claimed.c.resources, claimed.c.amr,
+                                bindparam("p_refresh_jkt", type_=String)))
+            .returning(refresh_tokens.c.token_hash)
+            .cte("stored"))
+
+
 _CLAIMED = _CLAIM.cte("claimed")
-_STORED = (insert(refresh_tokens)
-           .from_select(["token_hash", "app_id", "user_id", "grant_id", "code_hash", "asu", "scopes", "created_at",
-                         "expires_at", "auth_time", "session_id", "resources", "amr", "dpop_jkt"],
-                        select(bindparam("p_refresh_hash", type_=String), _CLAIMED.c.app_id, _CLAIMED.c.user_id,
-                               _CLAIMED.c.grant_id, _CODE_HASH, _CLAIMED.c.asu, _CLAIMED.c.scopes, _NOW,
-                               bindparam("p_refresh_expires_at", type_=BigInteger), _CLAIMED.c.auth_time,
-                               _CLAIMED.c.session_id, _CLAIMED.c.resources, _CLAIMED.c.amr,
-                               bindparam("p_refresh_jkt", type_=String)))
-           .returning(refresh_tokens.c.token_hash)
-           .cte("stored"))
-_REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_STORED))
+_REDEEM_IN_ONE = shaped(ClaimedCode, select(*_CLAIMED.c).add_cte(_stored(_CLAIMED)))
+
+# With a DPoP proof (RFC 9449 11.1), PostgreSQL records its single use in the same statement, and
+# the claim depends on it: a proof seen before claims nothing. The outer join answers a row for a
+# fresh proof whether or not the code was claimed, and none for a proof seen before.
+_SEEN = (postgresql.insert(dpop_proofs)
+         .values(proof_hash=bindparam("p_proof_hash", type_=String),
+                 expires_at=bindparam("p_proof_expires_at", type_=BigInteger))
+         .on_conflict_do_nothing(index_elements=["proof_hash"])
+         .returning(dpop_proofs.c.proof_hash)
+         .cte("seen"))
+_CLAIMED_WITH_PROOF = _CLAIM.where(exists(select(_SEEN.c.proof_hash))).cte("claimed")
+_REDEEM_WITH_PROOF_IN_ONE = shaped(
+    ClaimedCode, select(*_CLAIMED_WITH_PROOF.c)
+    .select_from(_SEEN.outerjoin(_CLAIMED_WITH_PROOF, true()))
+    .add_cte(_stored(_CLAIMED_WITH_PROOF)))
 _STORE = insert(refresh_tokens)
 
 # The grant already holds every scope asked for (JSON arrays of strings on both databases).
@@ -200,17 +226,27 @@ def insert_under_covering_grant(conn: Connection, *, user_id: str, app_id: str, 
 
 def redeem(conn: Connection, *, code_hash: str, client_id: str, client_secret_hash: str, redirect_uri: str,
            challenge: str | None, now: int, access_jti: str, refresh_hash: str, refresh_expires_at: int,
-           dpop_jkt: str | None = None, refresh_jkt: str | None = None) -> ClaimedCode | None:
+           dpop_jkt: str | None = None, refresh_jkt: str | None = None, proof: ProvenKey | None = None,
+           ) -> ClaimedCode | None:
     """Claim the code and store its refresh token, if and only if the client, the redirect URI,
     the PKCE challenge and the code's state are all right: what the code was issued for, or None,
-    having changed nothing."""
+    having changed nothing. With `proof`, its single use is recorded first, and a proof seen
+    before raises Duplicate, having changed nothing."""
     params = {"p_code_hash": code_hash, "p_client_id": client_id, "p_client_secret_hash": client_secret_hash,
               "p_redirect_uri": redirect_uri, "p_challenge": challenge, "p_now": now, "p_access_jti": access_jti,
               "p_refresh_hash": refresh_hash, "p_refresh_expires_at": refresh_expires_at, "p_dpop_jkt": dpop_jkt,
               "p_refresh_jkt": refresh_jkt}
     if conn.dialect.name == "postgresql":
-        row = conn.execute(_REDEEM_IN_ONE, params).first()
-        return ClaimedCode(*row) if row is not None else None
+        if proof is None:
+            row = conn.execute(_REDEEM_IN_ONE, params).first()
+            return ClaimedCode(*row) if row is not None else None
+        row = conn.execute(_REDEEM_WITH_PROOF_IN_ONE, {**params, "p_proof_hash": proof.proof_hash,
+                                                       "p_proof_expires_at": proof.remember_until}).first()
+        if row is None:
+            raise Duplicate("DPoP proof")
+        return ClaimedCode(*row) if row.app_id is not None else None
+    if proof is not None:
+        dpop_repo.spend(conn, proof)
     row = conn.execute(_CLAIM, params).first()
     if row is None:
         return None
