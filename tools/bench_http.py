@@ -219,7 +219,8 @@ def run_wrk(wrk: str, url: str, seconds: int, connections: int, script: str | No
     errors = sum(int(x) for x in _ERRORS.search(out).groups()) if _ERRORS.search(out) else 0
     percentiles = {p: _ms(v, u) for p, v, u in _PERCENTILE.findall(out)}
     flows = re.search(r"FLOWS (\d+)", out)
-    found = {"rps": round((int(total) - non2xx) / duration_s), "non2xx": non2xx, "socket_errors": errors,
+    found = {"rps": round((int(total) - non2xx) / duration_s), "total_rps": round(int(total) / duration_s),
+             "non2xx": non2xx, "socket_errors": errors,
              "p50_ms": round(percentiles.get("50", 0), 2), "p99_ms": round(percentiles.get("99", 0), 2),
              "flows_per_s": round(int(flows.group(1)) / duration_s) if flows else None}
     shared = re.search(r"SHARED (\d+)", out)  # the many-grants runs (tools/bench_grants.py)
