@@ -29,6 +29,8 @@ CORS_ENDPOINTS = [  # (path, the method a browser client uses)
     ("/api/oauth/revocations", "GET"),
     ("/oauth/token", "POST"),
     ("/oauth/revoke", "POST"),
+    ("/oauth/par", "POST"),  # RFC 9126, for a single-page app that pushes its requests
+    ("/oauth/device_authorization", "POST"),  # RFC 8628, for a TV's web app
 ]
 
 

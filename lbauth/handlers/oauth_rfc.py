@@ -61,7 +61,7 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
         self.send_json(token_set.rfc6749())
 
 
-class OAuthParHandler(ClientAuthenticatedHandler):
+class OAuthParHandler(CorsHandler, ClientAuthenticatedHandler):
     """POST /oauth/par (RFC 9126 2): a client pushes its authorization request, authenticated as
     at the token endpoint, and gets 201 with the `request_uri` that stands for it at /oauth/ for
     60 seconds. Errors are RFC 6749 JSON errors, never redirects (2.3)."""
@@ -85,7 +85,7 @@ class OAuthParHandler(ClientAuthenticatedHandler):
         self.send_json({"request_uri": pushed.request_uri, "expires_in": pushed.expires_in}, status=201)
 
 
-class OAuthDeviceAuthorizationHandler(ClientAuthenticatedHandler):
+class OAuthDeviceAuthorizationHandler(CorsHandler, ClientAuthenticatedHandler):
     """POST /oauth/device_authorization (RFC 8628 3.1): a client registered for the device grant,
     authenticated as at the token endpoint, gets a device code to poll with and a user code for
     its user to enter at {auth_url}/device (3.2); errors are RFC 6749 JSON errors."""
