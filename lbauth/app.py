@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import tornado.web
 
-from lbauth import logs
+from lbauth import logs, tracing
 from lbauth.handlers import (
     account,
     account_pages,
@@ -45,6 +45,7 @@ ROUTES = [
     (r"/api/account/sessions", account.SessionsHandler),
     (r"/api/account/sessions/end-others", account.EndOtherSessionsHandler),
     (r"/api/account/sessions/([^/]+)", account.SessionHandler),
+    (r"/api/account/activity", account.ActivityHandler),
     (r"/api/account/security", security.SecurityHandler),
     (r"/api/account/security/totp", security.TotpHandler),
     (r"/api/account/security/passkeys/([^/]+)", security.PasskeyHandler),
@@ -97,6 +98,7 @@ ROUTES = [
     (r"/account/sessions/end-others", account_pages.EndOtherSessionsForm),
     (r"/account/sessions/([^/]+)/end", account_pages.EndSessionForm),
     (r"/account/delete", account_pages.DeleteAccountPage),
+    (r"/account/activity", account_pages.ActivityPage),
     (r"/account/security", security_pages.SecurityPage),
     (r"/account/security/totp", security_pages.TotpForm),
     (r"/account/security/totp/confirm", security_pages.TotpConfirmForm),
@@ -125,6 +127,7 @@ ROUTES = [
 ]
 # The metrics' route label: the URL pattern that answered, not the path (which may hold ids).
 _ROUTE_OF = {handler: pattern for pattern, handler in ROUTES}
+_STATIC_ROUTE = r"/static/(.*)"  # Tornado's own route for static_path (a span's name; metrics say unmatched)
 
 
 def make_app(services: Services) -> tornado.web.Application:
@@ -150,11 +153,19 @@ def cookie_settings(services: Services) -> dict:
 
 
 def _log_request(handler: tornado.web.RequestHandler) -> None:
-    """One access-log line per request (the path only, never the query string or the body), and
-    the request's metrics."""
+    """One access-log line per request (the path only, never the query string or the body), the
+    request's metrics, and (tracing on) the end of its span."""
     request, status, seconds = handler.request, handler.get_status(), handler.request.request_time()
-    logs.event(_access_log, "request", method=request.method, path=request.path, status=status,
+    # A credential pasted into a path (every one carries the `lba_` prefix) is not kept.
+    path = logs.redact(request.path) if "lba_" in request.path else request.path
+    logs.event(_access_log, "request", method=request.method, path=path, status=status,
                ms=round(seconds * 1000, 2), requestId=getattr(handler, "request_id", None))
+    route = _ROUTE_OF.get(type(handler), "unmatched")
     services = getattr(handler, "services", None)
     if services is not None:
-        services.metrics.observe_request(_ROUTE_OF.get(type(handler), "unmatched"), request.method, status, seconds)
+        services.metrics.observe_request(route, request.method, status, seconds)
+    if tracing.active is not None:
+        if route == "unmatched" and isinstance(handler, tornado.web.StaticFileHandler):
+            route = _STATIC_ROUTE
+        tracing.active.request_finished(request.connection, route, request.method or "GET", request.path, status,
+                                        getattr(handler, "request_id", None))

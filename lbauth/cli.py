@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import inspect
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from lbauth import __version__, demo, logs
+from lbauth import __version__, demo, logs, tracing
 from lbauth import settings as settings_mod
 from lbauth.clock import SystemClock
-from lbauth.core import resources
+from lbauth.core import audit, resources
 from lbauth.core.accounts import accounts, users
+from lbauth.core.audit.log import AuditLog, describe
 from lbauth.core.clients import apps, outbox
 from lbauth.core.clients.apps import AppPolicy
 from lbauth.core.crypto import keys
@@ -35,11 +39,12 @@ from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
-from lbauth.handlers.account_json import account_change_json, created_user_json, listed_user_json
+from lbauth.handlers.account_json import account_change_json, audit_event_json, created_user_json, listed_user_json
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
 from lbauth.storage import migrate
 from lbauth.storage.db import Database, open_database
+from lbauth.storage.records import ListedAuditEvent
 
 Command = Callable[[argparse.Namespace, Settings], Awaitable[Any]]
 
@@ -95,11 +100,25 @@ async def with_database(settings: Settings, work: Callable[[Database], Awaitable
         await db.close()
 
 
+def operator() -> audit.Actor:
+    """Who runs this command, as the audit log names them: the login name of the user running it."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        name = f"uid {os.getuid()}"
+    return audit.Actor.operator(name)
+
+
 # ---- commands ------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     from lbauth.server import serve
     settings_mod.check_for_serving(settings)
+    if settings.otel:
+        try:
+            tracing.require()  # before a worker is forked: one line, not one per worker
+        except tracing.TracingUnavailable as exc:
+            raise SettingsError(str(exc)) from None
     serve(settings)  # runs its own event loop(s): several workers are forked processes
 
 
@@ -137,7 +156,7 @@ async def cmd_users_create(args: argparse.Namespace, settings: Settings) -> dict
 async def cmd_users_token(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         session = await accounts.sign_in(db, SystemClock(), settings.user_token_ttl, args.email, args.password,
-                                         cost=settings.argon2)
+                                         actor=operator(), cost=settings.argon2)
         if isinstance(session, accounts.SecondStepNeeded):
             raise CommandError("this user has a second factor: sign in with POST /api/auth/login and "
                                "/api/auth/login/mfa instead")
@@ -156,15 +175,15 @@ async def cmd_users_list(args: argparse.Namespace, settings: Settings) -> list:
 
 
 async def cmd_users_disable(args: argparse.Namespace, settings: Settings) -> dict:
-    return account_change_json(await with_accounts(settings, lambda a: a.disable(args.email)))
+    return account_change_json(await with_accounts(settings, lambda a: a.disable(args.email, operator())))
 
 
 async def cmd_users_enable(args: argparse.Namespace, settings: Settings) -> dict:
-    return account_change_json(await with_accounts(settings, lambda a: a.enable(args.email)))
+    return account_change_json(await with_accounts(settings, lambda a: a.enable(args.email, operator())))
 
 
 async def cmd_users_delete(args: argparse.Namespace, settings: Settings) -> dict:
-    return account_change_json(await with_accounts(settings, lambda a: a.delete(args.email)))
+    return account_change_json(await with_accounts(settings, lambda a: a.delete(args.email, operator())))
 
 
 async def cmd_users_reset_factors(args: argparse.Namespace, settings: Settings) -> dict:
@@ -172,7 +191,8 @@ async def cmd_users_reset_factors(args: argparse.Namespace, settings: Settings) 
     def reset(a: accounts.Accounts) -> Awaitable[FactorsReset]:
         def no_keys() -> MasterKeys:
             raise AssertionError("resetting factors seals nothing")
-        return Factors(a.db, a.clock, settings, no_keys, a.sessions, RateLimiter(a.clock, False)).reset(args.email)
+        return Factors(a.db, a.clock, settings, no_keys, a.sessions, RateLimiter(a.clock, False)).reset(
+            args.email, operator())
     done = await with_accounts(settings, reset)
     return {"userId": done.user_id, "email": done.email, "status": "factors_reset"}
 
@@ -203,7 +223,8 @@ async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
         return await _apps(db, settings, await master_keys_for(db, settings)).create(
             name=args.name, owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
-            post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public, device=args.device)
+            post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public, device=args.device,
+            actor=operator())
     return await with_database(settings, work)
 
 
@@ -229,12 +250,14 @@ async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
 
 
 async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: _apps(db, settings).rotate_client_secret(args.client_id))
+    return await with_database(settings, lambda db: _apps(db, settings).rotate_client_secret(args.client_id,
+                                                                                             operator()))
 
 
 async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return await _apps(db, settings, await master_keys_for(db, settings)).rotate_webhook_secret(args.client_id)
+        return await _apps(db, settings, await master_keys_for(db, settings)).rotate_webhook_secret(
+            args.client_id, operator())
     return await with_database(settings, work)
 
 
@@ -284,6 +307,61 @@ async def cmd_resources_remove(args: argparse.Namespace, settings: Settings) -> 
 
 async def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> list:
     return await with_database(settings, keys.list_keys)
+
+
+async def cmd_audit_list(args: argparse.Namespace, settings: Settings) -> None:
+    """The audit log, newest first, read a page at a time and printed as it comes: a table, or
+    with --json one JSON object per line (JSON lines). Prints itself: nothing is returned."""
+    async def work(db: Database) -> None:
+        log = AuditLog(db, SystemClock(), settings.audit_retention_days)
+        shown = 0
+        async for item in log.listed(email=args.user, event_type=args.type, since=args.since, limit=args.limit):
+            if args.json:
+                print(json.dumps({**audit_event_json(item.event), "email": item.email}))
+            else:
+                if not shown:
+                    print(_audit_row("TIME (UTC)", "TYPE", "OUTCOME", "ACTOR", "USER", "WHAT"))
+                print(_audit_line(item))
+            shown += 1
+        if not shown and not args.json:
+            print("(none)")
+    await with_database(settings, work)
+
+
+def _audit_line(item: ListedAuditEvent) -> str:
+    event = item.event
+    actor = event.actor_type + (f" {event.actor_id}" if event.actor_id and event.actor_type != "user" else "")
+    when = datetime.fromtimestamp(event.occurred_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return _audit_row(when, event.type, event.outcome, actor, item.email or event.user_id or "-", describe(event))
+
+
+_AUDIT_COLUMNS = (19, 26, 7, 22, 32)  # the widths of all columns but the last
+
+
+def _audit_row(*cells: str) -> str:
+    """One line of the table: fixed-width columns (a longer cell cut, ending in …), then the last."""
+    *fixed, last = cells
+    cut = [cell if len(cell) <= width else cell[:width - 1] + "…" for cell, width in zip(fixed, _AUDIT_COLUMNS,
+                                                                                       strict=True)]
+    return "  ".join([cell.ljust(width) for cell, width in zip(cut, _AUDIT_COLUMNS, strict=True)] + [last])
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def iso_time(text: str) -> int:
+    """`--since`: an ISO 8601 date or time (UTC unless it says otherwise), as Unix seconds."""
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time; write it as 2030-03-17 or "
+                                         "2030-03-17T10:00:00Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp())
 
 
 def cmd_keys_new_master_key(args: argparse.Namespace, settings: Settings) -> dict | str:
@@ -449,6 +527,17 @@ def build_parser() -> argparse.ArgumentParser:
     command(r, "list", cmd_resources_list, "list the protected resources")
     p = command(r, "remove", cmd_resources_remove, "remove a protected resource (its tokens run until they expire)")
     p.add_argument("uri", metavar="URI", help="compared after normalisation")
+
+    au = sub.add_parser("audit", help="the audit log: who did what to accounts, apps and keys").add_subparsers(
+        dest="audit_command", metavar="COMMAND", required=True)
+    p = command(au, "list", cmd_audit_list, "list audit events, newest first (JSON lines with --json)")
+    p.add_argument("--user", metavar="EMAIL", help="only this user's events (or a user id: usr_..., for a deleted "
+                                                   "account)")
+    p.add_argument("--type", choices=[t.value for t in audit.EventType], metavar="T",
+                   help="only events of this type: " + ", ".join(t.value for t in audit.EventType))
+    p.add_argument("--since", type=iso_time, metavar="ISO",
+                   help="only events at or after this time: 2030-03-17 or 2030-03-17T10:00:00Z (UTC by default)")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most this many (the newest)")
 
     k = sub.add_parser("keys", help="signing keys and master keys").add_subparsers(
         dest="keys_command", metavar="COMMAND", required=True)

@@ -21,7 +21,7 @@ import time
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from lbauth import logs, webhooks
+from lbauth import logs, tracing, webhooks
 from lbauth.core.clients import outbox
 from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.masterkey import MasterKeyError
@@ -187,17 +187,29 @@ class Deliverer(Outgoing):
                      "X-Service-Timestamp": timestamp, "X-Service-Signature": webhooks.sign(secret, timestamp, body),
                      "User-Agent": "lbauth-webhooks/1"})
         started = time.monotonic()
-        try:
-            response = await self.http.fetch(request, raise_error=False)
-            error = response.error if response.code == 599 else None
-        except Exception as exc:  # noqa: BLE001 - timeouts and refused connections raise even so
-            response, error = None, exc
+        if tracing.active is None:
+            response, error = await self._fetch(request)
+        else:  # a CLIENT span in the trace of the change that queued the event; the receiver gets it too
+            traced = tracing.active
+            attributes = {**traced.outbound_attributes(event.url, "POST"), "lbauth.webhook.event_id": event.event_id,
+                          "lbauth.client_id": event.client_id}  # where it goes: scheme, host, port (not the path)
+            with traced.client_span("POST webhook", attributes, traceparent=event.traceparent,
+                                    headers=request.headers) as span:
+                response, error = await self._fetch(request)
+                traced.http_outcome(span, response.code if response is not None and error is None else None, error)
         latency_ms = int((time.monotonic() - started) * 1000)
         if response is None or error is not None:  # no HTTP answer: timeout, refused, reset, forbidden address
             forced = outbox.Outcome.FAILED if isinstance(error, ForbiddenAddress) else None
             return None, f"{type(error).__name__}: {error}"[:500], None, latency_ms, forced
         retry_after = retry_after_seconds(response.headers.get("Retry-After"), s.clock.now())
         return response.code, None, retry_after, latency_ms, None
+
+    async def _fetch(self, request: HTTPRequest):
+        try:
+            response = await self.http.fetch(request, raise_error=False)
+            return response, response.error if response.code == 599 else None
+        except Exception as exc:  # noqa: BLE001 - timeouts and refused connections raise even so
+            return None, exc
 
     def close(self) -> None:
         self.http.close()

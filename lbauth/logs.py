@@ -11,6 +11,8 @@ import re
 import sys
 import time
 
+from lbauth import tracing
+
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("lbauth_request_id", default=None)
 
 _SECRET_PATTERNS = (
@@ -59,6 +61,10 @@ class JsonFormatter(logging.Formatter):
         rid = getattr(record, "request_id", None) or request_id.get()
         if rid:
             entry["requestId"] = rid
+        if tracing.active is not None:  # the trace this line belongs to (LBAUTH_OTEL=on)
+            traceparent = tracing.active.traceparent()
+            if traceparent:
+                entry["traceId"], entry["spanId"] = traceparent[3:35], traceparent[36:52]
         for key, value in getattr(record, "fields", {}).items():
             entry[key] = value
         if record.exc_text:

@@ -22,17 +22,21 @@ import time
 from collections.abc import Mapping
 from email.message import EmailMessage
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import aiosmtplib
 
-from lbauth import logs
+from lbauth import logs, tracing
 from lbauth.core.crypto.masterkey import MasterKeyError
 from lbauth.core.mail import outbox
 from lbauth.core.mail.outbox import Composer, Letter, Outcome
 from lbauth.delivery import CLAIM_BACKOFF_FIRST, CLAIM_BACKOFF_MAX, Outgoing
 from lbauth.errors import ServerUnavailable
 from lbauth.services import Services
+
+if TYPE_CHECKING:
+    from lbauth import otel
 
 log = logging.getLogger("lbauth.mail")
 
@@ -125,7 +129,9 @@ class Mailer(Outgoing):
             return Outcome.FAILED, "the message cannot be opened with the configured master keys"
         mime = self._mime(message, letter)
         if s.settings.smtp_url:
-            return await self._smtp(mime, message.recipient)
+            if tracing.active is None:
+                return await self._smtp(mime, message.recipient)
+            return await self._traced_smtp(mime, message, tracing.active)
         self._write_eml(message, mime, letter)
         return Outcome.SENT, None
 
@@ -157,6 +163,22 @@ class Mailer(Outgoing):
         except Exception as exc:  # noqa: BLE001 - every failure is an outcome
             return _classify(exc), _error_text(exc, password)
         return Outcome.SENT, None
+
+    async def _traced_smtp(self, mime: EmailMessage, message: outbox.Claimed,
+                           traced: otel.Tracing) -> tuple[Outcome, str | None]:
+        """The SMTP attempt in a CLIENT span (tracing on): the server and the kind of message, never
+        the recipient or the letter (it holds a link)."""
+        url = urlsplit(self.services.settings.smtp_url or "")
+        attributes = {"server.address": url.hostname or "", "server.port": url.port or (465 if url.scheme == "smtps"
+                                                                                       else 587),
+                      "network.protocol.name": "smtp", "lbauth.mail.kind": message.kind,
+                      "lbauth.mail.message_id": message.id}
+        with traced.client_span("SMTP send", attributes) as span:
+            outcome, error = await self._smtp(mime, message.recipient)
+            span.set_attribute("lbauth.mail.outcome", outcome.value)
+            if outcome is not Outcome.SENT:
+                traced.failed_as(span, "smtp_" + outcome.value)
+            return outcome, error
 
     def _password(self, in_url: str | None) -> str | None:
         if in_url is not None:

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess, values
+
+from lbauth.errors import DPoPBoundTokenAsBearer, DPoPProofInvalid, LbauthError, MfaFailed, RateLimited
 
 _SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -32,6 +36,37 @@ def worker_exited(pid: int) -> None:
     """Drop a dead worker's live gauges (its counters stay in the sums)."""
     if os.environ.get(_SHARED_DIR):
         multiprocess.mark_process_dead(pid)
+
+SECOND_STEP_METHODS = ("totp", "recovery_code", "passkey")
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+# Why a DPoP proof was refused, from what the refusal says (lbauth.verify.dpop, core/oauth/dpop.py,
+# core/oauth/grants.py): the first reason whose words the message holds. tests/test_flow_metrics.py
+# keeps this table in step with the messages.
+_DPOP_REASONS = (
+    ("replayed", ("used before",)),
+    ("wrong_key", ("another key", "bound to a dpop key")),
+    ("missing", ("proof is required", "exactly one dpop header", "send a dpop proof")),
+    ("wrong_request", ("htm is not", "htu is not")),
+    ("stale", ("iat is not",)),
+    ("access_token_hash", ("ath is",)),
+    ("nonce", ("nonce",)),
+    ("signature", ("signature does not verify",)),
+)
+
+
+def dpop_reason(error: LbauthError) -> str:
+    """A DPoP refusal's reason, one of a few (a label): bearer_scheme (a bound token sent as Bearer),
+    replayed, wrong_key, missing, wrong_request (htm, htu), stale (iat), access_token_hash (ath),
+    nonce, signature, else malformed (the proof itself: its form, header, key or claims)."""
+    if isinstance(error, DPoPBoundTokenAsBearer):
+        return "bearer_scheme"
+    message = error.message.lower()
+    for reason, words in _DPOP_REASONS:
+        if any(word in message for word in words):
+            return reason
+    return "malformed"
+
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -64,6 +99,19 @@ class Metrics:
                                   multiprocess_mode="mostrecent")
         self.checklist_size = Gauge("lbauth_checklist_entries", "Entries on a worker's revocation check-list.",
                                     registry=r, multiprocess_mode="livemax")
+        # The accounts' and devices' flows (contracts 18 to 20).
+        self.signups = Counter("lbauth_signups", "Sign-ups, by step: requested (the form accepted, a link "
+                               "mailed), completed (the link followed: the account made).", ["step"], registry=r)
+        self.password_resets = Counter("lbauth_password_resets", "Password resets, by step: requested (a "
+                                       "link asked for), completed (a new password set).", ["step"], registry=r)
+        self.second_steps = Counter("lbauth_second_steps", "Second steps of sign-ins, by method (totp, "
+                                    "recovery_code, passkey) and outcome (succeeded, failed, rate_limited).",
+                                    ["method", "outcome"], registry=r)
+        self.device_grants = Counter("lbauth_device_grants", "Device authorization grants, by step: started "
+                                     "(a device code issued), approved, denied (by the user), tokens_issued.",
+                                     ["step"], registry=r)
+        self.dpop_refusals = Counter("lbauth_dpop_refusals", "Requests refused for their DPoP proof or "
+                                     "DPoP-bound token, by reason.", ["reason"], registry=r)
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One answered request. The labelled children are kept: looking them up costs more than
@@ -75,6 +123,30 @@ class Metrics:
                                                       self.latency.labels(route))
         children[0].inc()
         children[1].observe(seconds)
+
+    @contextmanager
+    def second_step(self, method: str) -> Iterator[None]:
+        """Count the second step in the block: succeeded if it returns, failed (a wrong code, a step
+        used or expired) or rate_limited if it raises that. A method lbauth does not know is not
+        counted (its label would be the caller's to choose)."""
+        if method not in SECOND_STEP_METHODS:
+            yield
+            return
+        try:
+            yield
+        except MfaFailed:
+            self.second_steps.labels(method, "failed").inc()
+            raise
+        except RateLimited:
+            self.second_steps.labels(method, "rate_limited").inc()
+            raise
+        self.second_steps.labels(method, "succeeded").inc()
+
+    def refused(self, error: LbauthError) -> None:
+        """An error answered (BaseHandler.write_error): by subCode, and DPoP's by reason."""
+        self.refusals.labels(error.sub_code).inc()
+        if isinstance(error, DPoPProofInvalid | DPoPBoundTokenAsBearer):
+            self.dpop_refusals.labels(dpop_reason(error)).inc()
 
     def render(self) -> bytes:
         shared = os.environ.get(_SHARED_DIR)

@@ -19,12 +19,15 @@ import json
 import re
 import socket
 import ssl
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
 from tornado.httputil import HTTPHeaders
 from tornado.netutil import DefaultLoopResolver, Resolver
 from tornado.simple_httpclient import HTTPStreamClosedError
 
+from lbauth import tracing
 from lbauth.core import urls
 from lbauth.core.registration.documents import (
     DOCUMENT_MAX_BYTES,
@@ -35,6 +38,9 @@ from lbauth.core.registration.documents import (
     host_of,
 )
 from lbauth.settings import Settings
+
+if TYPE_CHECKING:
+    from lbauth import otel
 
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
 _NO_CACHING = re.compile(r"(?:^|,)\s*(?:no-store|no-cache)\b", re.IGNORECASE)
@@ -164,7 +170,8 @@ class DocumentFetcher:
                               header_callback=headers, headers={"Accept": "application/json",
                                                                 "User-Agent": "lbauth-client-documents/1"})
         try:
-            response = await self.http.fetch(request, raise_error=False)
+            response = await self.http.fetch(request, raise_error=False) if tracing.active is None else \
+                await self._traced(request, tracing.active)
         except ForbiddenAddress:
             raise DocumentUnavailable("its host is not a public address") from None
         except HTTPStreamClosedError:  # the client stops reading at DOCUMENT_MAX_BYTES by closing
@@ -185,6 +192,21 @@ class DocumentFetcher:
         if not isinstance(document, dict):
             raise DocumentUnavailable("it is not a JSON object")
         return FetchedDocument(document, freshness_seconds(response.headers, now))
+
+    async def _traced(self, request: HTTPRequest, traced: otel.Tracing) -> HTTPResponse:
+        """The fetch in a CLIENT span (tracing on): the document's URL (a client ID, public) without
+        its query; no traceparent goes to its host."""
+        parts = urlsplit(request.url)
+        attributes = {**traced.outbound_attributes(request.url, "GET"),
+                      "url.full": urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))}
+        with traced.client_span("GET client metadata document", attributes) as span:
+            try:
+                response = await self.http.fetch(request, raise_error=False)
+            except Exception as exc:
+                traced.http_outcome(span, None, exc)
+                raise
+            traced.http_outcome(span, response.code if response.code != 599 else None, response.error)
+            return response
 
     def close(self) -> None:
         if self._http is not None:

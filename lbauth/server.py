@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import tornado.httpserver
 import tornado.netutil
@@ -23,7 +24,7 @@ from tornado import httputil
 from tornado.ioloop import PeriodicCallback
 from tornado.log import gen_log
 
-from lbauth import logs, metrics
+from lbauth import logs, metrics, tracing
 from lbauth.app import cookie_settings, make_app
 from lbauth.clock import Clock, SystemClock
 from lbauth.core.accounts import passwords
@@ -39,6 +40,9 @@ from lbauth.storage.db import Database, open_database
 from lbauth.storage.listen import Listener
 from lbauth.storage.repo.changes import NOTIFY_CHANNEL
 
+if TYPE_CHECKING:
+    from lbauth import otel
+
 log = logging.getLogger("lbauth.server")
 
 KEY_RELOAD_SECONDS = 5
@@ -48,7 +52,7 @@ MAIL_FLUSH_MS = 200
 CHECKPOINT_SECONDS = 1  # SQLite: the WAL is copied back off the event loop (storage/db/sqlite.py)
 DRAIN_SECONDS = 5
 SWEEP_SECONDS = 600  # removed this often: expired metadata-document clients no user approved, expired mail
-# links, and mail settled over 30 days ago
+# links, mail settled over 30 days ago, and audit events past LBAUTH_AUDIT_RETENTION_DAYS
 BODY_TIMEOUT_SECONDS = 30  # a request's body must have arrived this long after its headers
 
 
@@ -148,6 +152,55 @@ class BodyDeadline(httputil.HTTPServerConnectionDelegate):
         self.app.on_close(server_conn)
 
 
+class TracedRequests(BodyDeadline):
+    """BodyDeadline, with each request in its SERVER span (tracing on, lbauth/otel.py): started when
+    its headers arrive, current in whatever the request runs, ended by the access log (app.py)."""
+
+    def __init__(self, app: tornado.web.Application, tracing: otel.Tracing) -> None:
+        super().__init__(app)
+        self.tracing = tracing
+
+    def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
+        return _TracedRequest(super().start_request(server_conn, request_conn), request_conn, self.tracing)
+
+
+class _TracedRequest(httputil.HTTPMessageDelegate):
+    """Each call into the request's delegate runs in the request's trace context: the handler's task,
+    started there, keeps it."""
+
+    __slots__ = ("delegate", "connection", "tracing", "context")
+
+    def __init__(self, delegate: httputil.HTTPMessageDelegate, connection: httputil.HTTPConnection,
+                 tracing: otel.Tracing) -> None:
+        self.delegate, self.connection, self.tracing = delegate, connection, tracing
+        self.context: Any = None  # the request's trace context, from its headers on
+
+    def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
+                         headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
+        method = start_line.method if isinstance(start_line, httputil.RequestStartLine) else "GET"
+        self.context = self.tracing.request_started(self.connection, method, headers)
+        return self._within(self.delegate.headers_received, start_line, headers)
+
+    def data_received(self, chunk: bytes) -> Awaitable[None] | None:
+        return self._within(self.delegate.data_received, chunk)
+
+    def finish(self) -> None:
+        self._within(self.delegate.finish)
+
+    def on_connection_close(self) -> None:
+        self._within(self.delegate.on_connection_close)
+        self.tracing.request_abandoned(self.connection)
+
+    def _within(self, call: Callable, *args: object) -> Any:
+        if self.context is None:  # no headers yet
+            return call(*args)
+        token = self.tracing.enter(self.context)
+        try:
+            return call(*args)
+        finally:
+            self.tracing.leave(token)
+
+
 class _BodyTimer(httputil.HTTPMessageDelegate):
     __slots__ = ("delegate", "connection", "timer")
 
@@ -191,7 +244,8 @@ async def start(settings: Settings, *, clock: Clock | None = None,
                 sockets: list[socket.socket] | None = None, announce: bool = True) -> RunningServer:
     services = await build_services(settings, clock, announce=announce)
     app = make_app(services)
-    server = tornado.httpserver.HTTPServer(BodyDeadline(app), max_body_size=settings.max_body_bytes,
+    requests = BodyDeadline(app) if tracing.active is None else TracedRequests(app, tracing.active)
+    server = tornado.httpserver.HTTPServer(requests, max_body_size=settings.max_body_bytes,
                                            idle_connection_timeout=60)
     if sockets is None:
         try:
@@ -229,6 +283,7 @@ async def start(settings: Settings, *, clock: Clock | None = None,
                                              SWEEP_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.forget_old_mail), SWEEP_SECONDS * 1000))
     running.periodic.append(PeriodicCallback(_guarded(services.oauth.forget_ended_requests), SWEEP_SECONDS * 1000))
+    running.periodic.append(PeriodicCallback(_guarded(services.audit.forget_old), SWEEP_SECONDS * 1000))
     if settings.is_sqlite:
         running.periodic.append(PeriodicCallback(_guarded(services.db.checkpoint), CHECKPOINT_SECONDS * 1000))
     else:
@@ -335,15 +390,22 @@ def supervise(settings: Settings) -> None:
 
 
 async def serve_forever(settings: Settings, *, announce: bool = True) -> None:
-    """Run until SIGINT or SIGTERM, then stop accepting, finish, and close."""
-    running = await start(settings, announce=announce)
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
-    await stopping.wait()
-    logs.event(log, "stopping")
-    await running.stop()
+    """Run until SIGINT or SIGTERM, then stop accepting, finish, and close. With LBAUTH_OTEL=on,
+    tracing starts here, in the process that serves (each worker, after the fork), and what it
+    holds is exported at the end."""
+    if settings.otel:
+        tracing.start()
+    try:
+        running = await start(settings, announce=announce)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
+        await stopping.wait()
+        logs.event(log, "stopping")
+        await running.stop()
+    finally:
+        tracing.stop()
 
 
 def _is_ip_literal(host: str) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from lbauth.clock import Clock
 from lbauth.core.accounts.accounts import Accounts
 from lbauth.core.accounts.recovery import Recovery
+from lbauth.core.audit.log import AuditLog
 from lbauth.core.clients.apps import AppPolicy, Apps
 from lbauth.core.crypto.keys import KeyRing, ensure_active_key, load_keyring
 from lbauth.core.crypto.masterkey import MasterKeys, load_master_keys
@@ -72,6 +73,7 @@ class Services:
         self.recovery = Recovery(self.db, self.clock, self.settings, lambda: self.master_keys, self.accounts.sessions,
                                  second_step=self.factors)  # a reset asks for the user's second factor
         self.operations = Operations(self.db, self.clock)
+        self.audit = AuditLog(self.db, self.clock, self.settings.audit_retention_days)
         self.metrics = Metrics()
         self.mail_composers: dict[str, Composer] = {**self.recovery.composers(), **self.factors.composers()}  # by kind
 

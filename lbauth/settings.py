@@ -79,6 +79,9 @@ class Settings:
     signup: str = ""  # default: open in development, off in production
     mfa: str = "optional"
     webauthn_rp_id: str = ""  # passkeys' relying party ID; default: the auth URL's host
+    audit_retention_days: int = 400  # contract 21: audit events older than this are deleted
+    # OpenTelemetry tracing (pip install 'lbauth[otel]'), configured by the standard OTEL_* variables
+    otel: bool = False
 
     @property
     def longest_signed_ttl(self) -> int:
@@ -394,6 +397,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "signup": _choice(SIGNUP_MODES),
     "mfa": _choice(MFA_MODES),
     "webauthn_rp_id": _rp_id,
+    "audit_retention_days": _positive_int,
+    "otel": _switch,
 }
 
 # Settings that may be given as a command-line flag. The master key, the metrics token and the SMTP

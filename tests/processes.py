@@ -57,12 +57,13 @@ class ServerProcess:
                         LBAUTH_LOG_LEVEL="WARNING",
                         **{f"LBAUTH_{k.upper()}": v for k, v in settings.items()})
         self.proc: subprocess.Popen | None = None
+        self.argv = [sys.executable, "-m", "lbauth", "serve"]  # a test may start it through a wrapper
         self.client = Client(self.url)
         self.log = data_dir / f"server-{self.port}.log"
 
     async def start(self, timeout: float = 30) -> ServerProcess:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "lbauth", "serve"], cwd=ROOT, env=self.env,
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             await self._healthy(time.monotonic() + timeout)

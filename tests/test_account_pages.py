@@ -365,7 +365,10 @@ async def test_the_sessions_page_lists_api_tokens_and_marks_this_browser(server)
     (mine,) = [item for item in listed if item["kind"] == "browser"]
 
     api_entry = session_block(page, api_id)
-    assert "API token" in api_entry and PHONE_AGENT in api_entry and "127.0.0.1" in api_entry, api_entry
+    # The device in words, as the activity page says it (contract 21); the raw header in its title.
+    assert "API token" in api_entry and "127.0.0.1" in api_entry, api_entry
+    assert "Unknown browser on Android" in api_entry, api_entry
+    assert f'title="{PHONE_AGENT}"' in page.response.text
     assert "This browser" not in api_entry
     created = listed[[i["sessionId"] for i in listed].index(api_id)]["createdAt"]
     assert created[:10] in api_entry and created[11:16] in api_entry, (created, api_entry)

@@ -352,7 +352,7 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
                 # and with the seeded one every later page would only show the sign-in form.
                 _page(case, seeded, *seeded.page_session())
         case ("listAuthorizations" | "listSessions" | "getProfile" | "updateProfile" | "getSecurity" | "enrolTotp"
-              | "confirmTotp" | "removeTotp" | "regenerateRecoveryCodes" | "removePasskey"):
+              | "confirmTotp" | "removeTotp" | "regenerateRecoveryCodes" | "removePasskey" | "accountActivity"):
             _with_header(case, "Authorization", bearer)
         case "apiLogout":
             _with_header(case, "Authorization", f"Bearer {seeded.sign_in()}")  # logging out ends it
@@ -454,7 +454,7 @@ def authenticate(case: schemathesis.Case, seeded: Seeded) -> str:
             _page(case, seeded)
             if variant % 2:
                 _with_fields(case, user_code=seeded.device_authorization()["user_code"])
-        case "accountPage" | "sessionsPage" | "deleteAccountPage" | "profileSubmit":
+        case "accountPage" | "sessionsPage" | "activityPage" | "deleteAccountPage" | "profileSubmit":
             _page(case, seeded)
         case ("securityPage" | "totpEnrolSubmit" | "totpConfirmSubmit" | "totpRemoveSubmit"
               | "recoveryCodesSubmit" | "passkeyRemoveSubmit"):  # generated codes are wrong: the seeded user

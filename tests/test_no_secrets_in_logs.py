@@ -37,6 +37,9 @@ async def test_full_flow_logs_no_secret(server, caplog):
         bad_login = await server.client.post("/api/auth/login",
                                              json={"email": setup.user["email"], "password": "typo-password"})
         wrong_secret = await exchange(server, code, setup.redirect_uri, setup.client_id, "lba_cs_guess")
+        # A token pasted into a path by mistake: the access log keeps the path, not the token.
+        pasted = await server.client.get(f"/api/auth/{tokens['refreshToken']}")
+        assert pasted.status == 404
     finally:
         logging.getLogger().removeHandler(handler)
 

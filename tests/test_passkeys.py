@@ -311,6 +311,7 @@ async def test_a_passkey_as_the_second_step_after_the_password(browser, local_se
         from playwright.async_api import expect
         await expect(d.page.get_by_role("button", name="Approve")).to_be_visible()  # the app's consent
         assert await d.session_cookie() is not None
+        assert server.services.metrics.second_steps.labels("passkey", "succeeded")._value.get() == 1  # /metrics
         query = await decide(d.tab, "Approve")
         assert query["state"] == ["second-step"], query
 

@@ -207,6 +207,14 @@ def http_table(results: dict) -> str:
                          f"{d['dpop_exchange_rps']} req/s beside the plain one's {d['plain_exchange_rps']} "
                          f"(x{d['dpop_exchange_ratio']}, goal >= 0.8); the PAR push {d['par_push_rps']} req/s; "
                          f"non-2xx {d['non2xx']}")
+    if "tracing" in results:
+        lines.append("")
+        for backend, t in results["tracing"].items():
+            lines.append(f"Tracing (tools/bench_tracing.py), {backend}, the code exchange: off {t['off_rps']} req/s, "
+                         f"{t['off_cpu_us_per_request']} us CPU per request; spans made, not exported "
+                         f"{t['spans_rps']} req/s (x{t['spans_rps_ratio']}, +{t['spans_cpu_us_added']} us); "
+                         f"exported over OTLP/HTTP {t['otlp_rps']} req/s (x{t['otlp_rps_ratio']}, "
+                         f"+{t['otlp_cpu_us_added']} us); non-2xx {t['non2xx']}")
     if "prototype" in results:
         pr = results["prototype"]
         lines.append("")
@@ -392,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         import bench_dpop
         results["dpop"] = {b: bench_dpop.run(b, 3 if args.quick else 5, 1 if args.quick else 3, args.pg_url,
                                              args.workers) for b in args.backends.split(",")}
+        import bench_tracing
+        results["tracing"] = {b: bench_tracing.run(b, 3 if args.quick else 5, 1 if args.quick else 3, args.pg_url,
+                                                   args.workers) for b in args.backends.split(",")}
     results["machine"] = {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": __import__("os").cpu_count(), "quick": args.quick,
                           "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -21,6 +21,7 @@ import sys
 import time
 
 from lbauth import cli
+from lbauth.clock import SystemClock
 from lbauth.core.crypto import reseal
 from lbauth.core.crypto.keys import RotationRefused
 from lbauth.core.crypto.masterkey import (
@@ -85,13 +86,13 @@ async def promote(args, settings) -> dict:
     ordered = [by_id[args.key_id]] + [t for kid, t in by_id.items() if kid != args.key_id]
     write_key_file(key_file(settings), ordered)
     keys = MasterKeys.parse(",".join(ordered), "key file")
-    changed = await cli.with_database(settings, lambda db: reseal.reseal_all(db, keys))
+    changed = await cli.with_database(settings, lambda db: reseal.reseal_all(db, keys, SystemClock(), cli.operator()))
     return {"sealing": keys.primary_id, "resealed": changed}
 
 
 async def reseal_now(args, settings) -> dict:
     keys = load_master_keys(settings)
-    changed = await cli.with_database(settings, lambda db: reseal.reseal_all(db, keys))
+    changed = await cli.with_database(settings, lambda db: reseal.reseal_all(db, keys, SystemClock(), cli.operator()))
     return {"sealing": keys.primary_id, "resealed": changed}
 
 

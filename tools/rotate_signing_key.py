@@ -38,20 +38,20 @@ async def status(args, settings) -> list:
 async def stage(args, settings) -> dict:
     async def work(db) -> dict:
         return await keys.stage_key(db, SystemClock(), await master_keys_for(db, settings),
-                                    args.alg or settings.signing_alg)
+                                    args.alg or settings.signing_alg, cli.operator())
     return await cli.with_database(settings, work)
 
 
 async def promote(args, settings) -> dict:
     return await cli.with_database(settings, lambda db: keys.promote_key(
         db, SystemClock(), kid=args.kid, alg=args.alg, grace=args.grace, force=args.force,
-        access_alg=settings.signing_alg))
+        access_alg=settings.signing_alg, actor=cli.operator()))
 
 
 async def retire(args, settings) -> list:
     return await cli.with_database(settings, lambda db: keys.retire_keys(
         db, SystemClock(), access_ttl=settings.longest_signed_ttl, kid=args.kid, leeway=args.leeway,
-        force=args.force))
+        force=args.force, actor=cli.operator()))
 
 
 def main(argv: list[str] | None = None) -> int:

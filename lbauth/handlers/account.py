@@ -9,10 +9,17 @@ from typing import Any
 from lbauth.clock import iso
 from lbauth.core.accounts.accounts import ProfileChanges, SecondStepNeeded
 from lbauth.core.accounts.sessions import API, SignedIn
+from lbauth.core.audit.log import page_size
 from lbauth.core.fields import require
 from lbauth.core.oauth.authorizations import Authorization
 from lbauth.errors import MfaEnrolmentRequired, ValidationFailed
-from lbauth.handlers.account_json import account_deleted_json, ended_session_json, listed_session_json, profile_json
+from lbauth.handlers.account_json import (
+    account_deleted_json,
+    audit_event_json,
+    ended_session_json,
+    listed_session_json,
+    profile_json,
+)
 from lbauth.handlers.base import BaseHandler, CorsHandler
 from lbauth.storage.records import Change
 
@@ -28,8 +35,7 @@ class LoginHandler(BaseHandler):
     async def post(self) -> None:
         email, password = strings(self.json_body(), "email", "password")
         self.limit_login(email)
-        result = await self.services.accounts.sign_in(email, password, kind=API, user_agent=self.user_agent(),
-                                                      ip_address=self.request.remote_ip or "")
+        result = await self.services.accounts.sign_in(email, password, kind=API, source=self.source())
         if isinstance(result, SecondStepNeeded):
             self.send_data({"mfaRequired": True, "mfaToken": result.mfa_token, "methods": result.methods})
         else:
@@ -53,7 +59,7 @@ class LogoutHandler(UserTokenHandler):
     open_before_enrolment = True
 
     async def post(self) -> None:
-        self.send_data(ended_session_json(await self.services.accounts.sign_out(await self.signed_in())))
+        self.send_data(ended_session_json(await self.services.accounts.sign_out(await self.signed_in(), self.source())))
 
 
 class SessionsHandler(UserTokenHandler):
@@ -70,7 +76,8 @@ class SessionHandler(UserTokenHandler):
 
     async def delete(self, session_id: str) -> None:
         me = await self.signed_in()
-        self.send_data(ended_session_json(await self.services.accounts.sessions.end(me.user.id, session_id)))
+        self.send_data(ended_session_json(await self.services.accounts.sessions.end(
+            me.user.id, session_id, source=self.source(), own=session_id == me.session.id)))
 
 
 class EndOtherSessionsHandler(UserTokenHandler):
@@ -78,7 +85,20 @@ class EndOtherSessionsHandler(UserTokenHandler):
 
     async def post(self) -> None:
         me = await self.signed_in()
-        self.send_data({"ended": await self.services.accounts.sessions.end_others(me.user.id, me.session.id)})
+        self.send_data({"ended": await self.services.accounts.sessions.end_others(me.user.id, me.session.id,
+                                                                                  source=self.source())})
+
+
+class ActivityHandler(UserTokenHandler):
+    """GET /api/account/activity[?cursor=...&limit=N]: the user's own audit events (contract 21),
+    newest first, `limit` at a time (20 unless said, at most 100); `nextCursor` asks for the page
+    after, and is null on the last."""
+
+    async def get(self) -> None:
+        me = await self.signed_in()
+        limit = page_size(self.get_query_argument("limit", None))
+        page = await self.services.audit.activity(me.user.id, self.get_query_argument("cursor", None), limit)
+        self.send_data({"items": [audit_event_json(event) for event in page.events], "nextCursor": page.next_cursor})
 
 
 class ProfileHandler(UserTokenHandler):
@@ -100,7 +120,7 @@ class PasswordHandler(UserTokenHandler):
         me = await self.signed_in()
         current, new = strings(self.json_body(), "currentPassword", "newPassword")
         self.limit_login(me.user.email)
-        ended = await self.services.accounts.change_password(me, current, new)
+        ended = await self.services.accounts.change_password(me, current, new, self.source())
         self.send_data({"endedSessions": ended})
 
 
@@ -129,7 +149,7 @@ class AuthorizationHandler(UserTokenHandler):
 
     async def delete(self, client_id: str) -> None:
         me = await self.signed_in()
-        revoked = await self.services.oauth.revoke_authorization(me.user.id, client_id)
+        revoked = await self.services.oauth.revoke_authorization(me.user.id, client_id, self.source())
         self.send_data({"clientId": revoked.client_id, "revokedAt": iso(revoked.revoked_at),
                         "eventId": revoked.event_id})
 

@@ -1,4 +1,4 @@
-"""The JSON shapes of the account records (contract sections 2, 4 and 16): what the account API
+"""The JSON shapes of the account records (contract sections 2, 4, 16 and 21): what the account API
 sends, what the account pages show, and what `lbauth users ... --json` prints. One function per
 shape; times in ISO 8601 UTC (contract 3)."""
 
@@ -9,7 +9,8 @@ from typing import Any
 from lbauth.clock import iso
 from lbauth.core.accounts.accounts import AccountChange
 from lbauth.core.accounts.sessions import EndedSession, ListedSession
-from lbauth.storage.records import User
+from lbauth.core.audit.log import describe
+from lbauth.storage.records import AuditEvent, User
 
 
 def created_user_json(user: User) -> dict[str, Any]:
@@ -51,3 +52,13 @@ def listed_session_json(listed: ListedSession) -> dict[str, Any]:
 def ended_session_json(ended: EndedSession) -> dict[str, Any]:
     """DELETE /api/account/sessions/{sessionId} and POST /api/auth/logout."""
     return {"sessionId": ended.session_id, "endedAt": iso(ended.ended_at)}
+
+
+def audit_event_json(event: AuditEvent) -> dict[str, Any]:
+    """One event of the audit log: an item of GET /api/account/activity, a line of `lbauth audit
+    list --json` (which adds the user's email). `description`: the event in words, as the activity
+    page shows it."""
+    return {"eventId": event.event_id, "occurredAt": iso(event.occurred_at), "type": event.type,
+            "actor": {"type": event.actor_type, "id": event.actor_id}, "userId": event.user_id,
+            "ipAddress": event.ip_address, "userAgent": event.user_agent, "outcome": event.outcome,
+            "detail": dict(event.detail or {}), "description": describe(event)}

@@ -1,21 +1,26 @@
-"""The account pages at {auth_url}/account/ (contract sections 7 and 16): the profile and the
-password (/account/), the live sessions (/account/sessions), leaving (/account/delete), and
+"""The account pages at {auth_url}/account/ (contract sections 7, 16 and 21): the profile and the
+password (/account/), the live sessions (/account/sessions), recent security activity
+(/account/activity), leaving (/account/delete), and
 "Connected apps" (/account/apps), whose revocation asks for confirmation first (a second page, no
 JavaScript). Every form is a POST with its XSRF token; each answer is a 303 back to its page with a
 notice, or the page again with the error beside its field and what the user typed (passwords aside)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from lbauth.clock import iso
 from lbauth.core import scopes
 from lbauth.core.accounts.accounts import MAX_BIO, MAX_NAME, MAX_TAG, MAX_TAGS, ProfileChanges
+from lbauth.core.audit import Outcome, describe_agent
+from lbauth.core.audit.log import DEFAULT_PAGE, describe
 from lbauth.errors import AuthorizationNotFound, LoginFailed, PasswordWeak, ValidationFailed
 from lbauth.handlers.account_json import listed_session_json, profile_json
 from lbauth.handlers.pages import SESSION_COOKIE, PageHandler, signed_in
 
-ACCOUNT, SESSIONS, DELETE = "/account/", "/account/sessions", "/account/delete"
+ACCOUNT, SESSIONS, DELETE, ACTIVITY = "/account/", "/account/sessions", "/account/delete", "/account/activity"
 
 # The profile's fields on the page (named as in the core), and what to say beside each when the core
 # refuses it (ValidationFailed.field; its messages name the API's fields, not the form's).
@@ -27,6 +32,12 @@ PROFILE_HELP = {
 }
 SAVED_NOTICES = ("profile", "password", "signup", "verification", "email")
 PASSWORDS_DIFFER = "The two new passwords are not the same. Type the new password twice."
+
+
+def readable_time(ts: int) -> str:
+    """A time as people read it: "17 March 2030, 10:04 UTC"."""
+    when = datetime.fromtimestamp(ts, UTC)
+    return f"{when.day} {when:%B %Y, %H:%M} UTC"
 
 
 def count_argument(value: str | None) -> int | None:
@@ -88,7 +99,7 @@ class PasswordForm(AccountForms):
             return
         self.limit_login(self.user.email)
         try:
-            ended = await self.services.accounts.change_password(self.session, current, new)
+            ended = await self.services.accounts.change_password(self.session, current, new, self.source())
         except LoginFailed as exc:
             self.show(401, errors={"current_password": exc.message})
             return
@@ -107,7 +118,7 @@ class SessionsPage(PageHandler):
     async def get(self) -> None:
         listed = await self.services.accounts.sessions.listed(self.user.id, self.session.session.id)
         listed.sort(key=lambda item: not item.current)  # this browser first, then the most recently used
-        items = [listed_session_json(item) for item in listed]
+        items = [{**listed_session_json(item), "device": describe_agent(item.session.user_agent)} for item in listed]
         ended = self.get_query_argument("ended", None)
         self.render_page("sessions.html", active_page="sessions", items=items,
                          ended=ended if ended in ("one", "others") else None,
@@ -120,7 +131,8 @@ class EndSessionForm(PageHandler):
 
     @signed_in(next_url=SESSIONS, status=401)
     async def post(self, session_id: str, form: dict[str, Any]) -> None:
-        await self.services.accounts.sessions.end(self.user.id, session_id)
+        await self.services.accounts.sessions.end(self.user.id, session_id, source=self.source(),
+                                                  own=session_id == self.session.session.id)
         if session_id == self.session.session.id:
             self.clear_cookie(SESSION_COOKIE)
             self.redirect("/login", status=303)
@@ -133,8 +145,26 @@ class EndOtherSessionsForm(PageHandler):
 
     @signed_in(next_url=SESSIONS, status=401)
     async def post(self, form: dict[str, Any]) -> None:
-        ended = await self.services.accounts.sessions.end_others(self.user.id, self.session.session.id)
+        ended = await self.services.accounts.sessions.end_others(self.user.id, self.session.session.id,
+                                                                 source=self.source())
         self.redirect(f"{SESSIONS}?ended=others&count={ended}", status=303)
+
+
+# ---- recent activity -------------------------------------------------------------------------------------
+
+class ActivityPage(PageHandler):
+    """GET /account/activity[?cursor=...]: the user's audit events (contract 21), newest first, a
+    page at a time, each in words ("Signed in from Chrome on Linux, 127.0.0.1") with its time."""
+
+    @signed_in
+    async def get(self) -> None:
+        page = await self.services.audit.activity(self.user.id, self.get_query_argument("cursor", None), DEFAULT_PAGE)
+        items = [{"id": event.event_id, "text": describe(event), "when": readable_time(event.occurred_at),
+                  "occurredAt": iso(event.occurred_at),
+                  "failed": event.outcome == Outcome.FAILURE} for event in page.events]
+        older = f"{ACTIVITY}?{urlencode({'cursor': page.next_cursor})}" if page.next_cursor else None
+        self.render_page("activity.html", active_page="activity", items=items, older=older,
+                         first_page=self.get_query_argument("cursor", None) is None)
 
 
 # ---- leaving ---------------------------------------------------------------------------------------------
@@ -187,5 +217,5 @@ class RevokeAppPage(PageHandler):
 
     @signed_in(next_url="/account/apps", status=401)
     async def post(self, client_id: str, form: dict[str, Any]) -> None:
-        await self.services.oauth.revoke_authorization(self.user.id, client_id)
+        await self.services.oauth.revoke_authorization(self.user.id, client_id, self.source())
         self.redirect("/account/apps?" + urlencode({"revoked": client_id}), status=303)

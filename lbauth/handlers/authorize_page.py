@@ -58,7 +58,7 @@ class AuthorizePage(PageHandler):
     async def handle(self, params: dict[str, list[str]], answer: Answer | None) -> None:
         """The endpoint decides (core/oauth/authorization); this renders its decision."""
         decision = await self.services.oauth.authorization_endpoint.front_channel(params, self.session, answer,
-                                                                               self.request.remote_ip)
+                                                                               self.request.remote_ip, self.source())
         match decision:
             case CodeIssued() | ErrorRedirect():
                 self.send_to_client(decision.redirect_uri, decision.params())

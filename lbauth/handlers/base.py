@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 import tornado.web
 
 from lbauth import logs
+from lbauth.core.audit import Source
 from lbauth.errors import (
     BearerTokenError,
     FormExpired,
@@ -137,7 +138,7 @@ class BaseHandler(tornado.web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Every error, whatever raised it, leaves as the envelope; never with a traceback."""
         error = self._as_lbauth_error(status_code, kwargs.get("exc_info"))
-        self.services.metrics.refusals.labels(error.sub_code).inc()
+        self.services.metrics.refused(error)
         self.clear()  # drop headers a half-done handler set, then put back the defaults
         self.set_header("X-Request-Id", getattr(self, "request_id", "") or secrets.token_hex(8))
         self.set_status(error.status)
@@ -279,6 +280,11 @@ class BaseHandler(tornado.web.RequestHandler):
     def user_agent(self) -> str:
         """For the session list (contract 16: the first 200 characters)."""
         return self.request.headers.get("User-Agent", "")[:200]
+
+    def source(self) -> Source:
+        """Where this request came from (the TCP peer, its User-Agent): what a new session and the
+        audit log keep of it."""
+        return Source(self.request.remote_ip or "", self.user_agent())
 
     def limit_login(self, email: str) -> None:
         """Rate limits of password logins: per account and per source address (429)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lbauth.core import scopes
+from lbauth.core.audit import Actor
 from lbauth.core.clients import apps
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
@@ -100,7 +101,8 @@ class NewAppPage(ConsolePage):
                 owner_email=self.user.email, name=fields["name"], redirect_uris=fields["redirect_uris"],
                 allowed_scopes=fields["allowed_scopes"], webhook_url=fields["webhook_url"] or None,
                 id_token_alg=fields["id_token_alg"] or ID_TOKEN_DEFAULT_ALG, public=form.get("client_type") == "public",
-                post_logout_redirect_uris=fields["post_logout_redirect_uris"], device=fields["device"])
+                post_logout_redirect_uris=fields["post_logout_redirect_uris"], device=fields["device"],
+                actor=Actor.user(self.user.id), source=self.source())
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
@@ -132,11 +134,11 @@ class AppPage(ConsolePage):
                                       device=fields["device"])
                 done = "saved"
             elif action == "rotate-secret":
-                rotated = await operator.rotate_client_secret(client_id)
+                rotated = await operator.rotate_client_secret(client_id, Actor.user(self.user.id), self.source())
                 await self.render_app(client_id, secrets={"client": rotated["clientSecret"]})
                 return
             elif action == "rotate-webhook-secret":
-                rotated = await operator.rotate_webhook_secret(client_id)
+                rotated = await operator.rotate_webhook_secret(client_id, Actor.user(self.user.id), self.source())
                 await self.render_app(client_id, secrets={"webhook": rotated["webhookSecret"]})
                 return
             elif action == "test-webhook":

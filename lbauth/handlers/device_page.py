@@ -39,10 +39,12 @@ class DevicePage(PageHandler):
             if decision is None:
                 self.consent_page(request)
             elif Answer(decision) is Answer.APPROVE:
-                await device.approve(request, self.session)
+                await device.approve(request, self.session, self.source())
+                self.services.metrics.device_grants.labels("approved").inc()
                 self.answered("Device connected", f"{request.app.name} can now use your account on that device.")
             else:
                 await device.deny(request)
+                self.services.metrics.device_grants.labels("denied").inc()
                 self.answered("Access denied", f"{request.app.name} was not given access.")
         except UserCodeInvalid as wrong:
             for kind, subject in self.guesses():

@@ -26,7 +26,7 @@ class AuthorizeExternalHandler(BaseHandler):
                                              code_challenge_method=body.get("codeChallengeMethod"),
                                              resource=body.get("resource"), nonce=body.get("nonce"),
                                              address=self.request.remote_ip)
-        issued = await endpoint.approve(request, me)
+        issued = await endpoint.approve(request, me, self.source())
         self.send_data({"code": issued.code, "state": request.state or ""})
 
 

@@ -9,6 +9,7 @@ from lbauth.core.oauth.client_auth import ClientCredentials
 from lbauth.core.oauth.dpop import ProvenKey
 from lbauth.errors import ClientSecretMismatch, DPoPProofRefused, LbauthError
 from lbauth.handlers.base import BaseHandler, CorsHandler
+from lbauth.metrics import DEVICE_CODE_GRANT
 
 
 class RfcHandler(BaseHandler):
@@ -58,6 +59,8 @@ class OAuthTokenHandler(CorsHandler, ClientAuthenticatedHandler):
         proof = self.dpop_proof()
         token_set = await oauth.token(grant, self.client(), self._form, proof)
         self.services.metrics.tokens_issued.labels(grant_type).inc()
+        if grant_type == DEVICE_CODE_GRANT:
+            self.services.metrics.device_grants.labels("tokens_issued").inc()
         self.send_json(token_set.rfc6749())
 
 
@@ -97,6 +100,7 @@ class OAuthDeviceAuthorizationHandler(CorsHandler, ClientAuthenticatedHandler):
         oauth = self.services.oauth
         app = await oauth.authenticate(self.client())
         started = await oauth.device.start(app, self._form.get("scope"), self._form.get("resource", []))
+        self.services.metrics.device_grants.labels("started").inc()
         self.send_json(started.rfc8628())
 
 

@@ -46,7 +46,7 @@ class LogoutEndpoint(PageHandler):
 
     async def end_session(self) -> None:
         if self.session is not None:
-            await self.services.accounts.sign_out(self.session)
+            await self.services.accounts.sign_out(self.session, self.source())
             self.session, self.user = None, None
         self.clear_cookie(SESSION_COOKIE)
 

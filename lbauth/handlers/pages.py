@@ -237,7 +237,7 @@ class LoginPage(PageHandler):
         redirect_allowed = self.allows_redirect
         try:
             result = await s.accounts.sign_in(form.get("email", ""), form.get("password", ""), kind=BROWSER,
-                                              user_agent=self.user_agent(), ip_address=self.request.remote_ip or "")
+                                              source=self.source())
         except (LoginFailed, ValidationFailed) as exc:
             self.login_form(next_url, status=401, error=exc.message, email=form.get("email", "")[:320], app=app)
             return
@@ -252,7 +252,7 @@ class LoginPage(PageHandler):
     async def signed_in_with(self, session: NewSession, next_url: str, redirect_allowed: bool) -> None:
         s = self.services
         if self.session is not None:  # signing in again (prompt=login, max_age) ends the old browser session
-            await s.accounts.sign_out(self.session)
+            await s.accounts.sign_out(self.session, self.source())
         self.start_session(session.token)
         if redirect_allowed:
             self.redirect(next_url, status=303)
@@ -289,9 +289,9 @@ class LoginMfaPage(LoginPage):
         cookie = self.get_signed_cookie(MFA_COOKIE, max_age_days=1)
         mfa_token, method = cookie.decode() if cookie else "", form.get("method", "")
         try:
-            session = await self.services.factors.complete_sign_in(
-                mfa_token, method, form.get("code", ""), kind=BROWSER, user_agent=self.user_agent(),
-                ip_address=self.request.remote_ip or "")
+            with self.services.metrics.second_step(method):
+                session = await self.services.factors.complete_sign_in(
+                    mfa_token, method, form.get("code", ""), kind=BROWSER, source=self.source())
         except (MfaFailed, ValidationFailed) as exc:
             methods = await self.services.factors.pending_methods(mfa_token)
             if methods is None:  # the step is gone (used or expired): sign in again
@@ -325,7 +325,7 @@ class LogoutPage(PageHandler):
     async def post(self) -> None:
         form = self.form()
         if self.session is not None:
-            await self.services.accounts.sign_out(self.session)
+            await self.services.accounts.sign_out(self.session, self.source())
         self.clear_cookie(SESSION_COOKIE)
         # `next`: where the next sign-in goes (prompt=select_account's "Use another account")
         self.redirect("/login?" + urlencode({"next": safe_next(form["next"])}) if form.get("next") else "/login",

@@ -45,7 +45,7 @@ class PasskeyCall(PageHandler):
         """The session cookie set; the script goes on to `next_url` (a navigation, which
         `form-action` does not govern)."""
         if self.session is not None:
-            await self.services.accounts.sign_out(self.session)
+            await self.services.accounts.sign_out(self.session, self.source())
         self.start_session(session_token)
         self.send_data({"next": next_url})
 
@@ -67,7 +67,7 @@ class AddPasskey(PasskeyCall):
         body = self.call()
         if self.user is None:
             raise SessionRequired()
-        added = await self.services.passkeys.add(self.user, body.get("credential"), body.get("name"))
+        added = await self.services.passkeys.add(self.user, body.get("credential"), body.get("name"), self.source())
         data: dict[str, Any] = {"passkey": passkey_json(added.passkey)}
         if added.recovery_codes is not None:
             data["recoveryCodes"] = added.recovery_codes
@@ -91,8 +91,7 @@ class PasskeySignIn(PasskeyCall):
         self.services.rate_limits.hit("login-address", self.request.remote_ip or "")  # as a password sign-in
         next_url = safe_next(body.get("next") if isinstance(body.get("next"), str) else None)
         session = await self.services.passkeys.sign_in(body.get("credential"), kind=BROWSER, signed_in=self.user,
-                                                       user_agent=self.user_agent(),
-                                                       ip_address=self.request.remote_ip or "")
+                                                       source=self.source())
         await self.signed_in_by_script(session.token, next_url)
 
 
@@ -110,9 +109,9 @@ class SecondStep(PasskeyCall):
     async def post(self) -> None:
         body = self.call()
         next_url = safe_next(body.get("next") if isinstance(body.get("next"), str) else None)
-        session = await self.services.passkeys.complete_second_step(
-            self.mfa_token(), body.get("credential"), kind=BROWSER, user_agent=self.user_agent(),
-            ip_address=self.request.remote_ip or "")
+        with self.services.metrics.second_step("passkey"):
+            session = await self.services.passkeys.complete_second_step(
+                self.mfa_token(), body.get("credential"), kind=BROWSER, source=self.source())
         self.clear_cookie(MFA_COOKIE, path=MFA_COOKIE_PATH)
         await self.signed_in_by_script(session.token, next_url)
 
@@ -123,7 +122,7 @@ class RemovePasskeyForm(SecurityForms):
     @signed_in(next_url=SECURITY, status=401)
     async def post(self, passkey_id: str, form: dict[str, Any]) -> None:
         try:
-            await self.services.passkeys.remove(self.session, passkey_id)
+            await self.services.passkeys.remove(self.session, passkey_id, self.source())
         except ReauthenticationRequired:
             self.sign_in_again("remove a passkey")
             return

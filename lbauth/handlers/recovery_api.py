@@ -42,6 +42,7 @@ class SignupHandler(MailHandler):
                                    field="returnTo")
         self.limit_mail("signup", email)
         await self.services.recovery.request_signup(name=name, email=email, password=password, return_to=return_to)
+        self.services.metrics.signups.labels("requested").inc()
         self.send_data(CHECK_EMAIL, status=202)
 
 
@@ -52,6 +53,7 @@ class ForgotPasswordHandler(MailHandler):
         (email,) = strings(self.json_body(), "email")
         self.limit_mail("reset", email)
         await self.services.recovery.request_reset(email)
+        self.services.metrics.password_resets.labels("requested").inc()
         self.send_data(CHECK_EMAIL, status=202)
 
 
@@ -62,7 +64,8 @@ class ResetPasswordHandler(MailHandler):
         body = self.json_body()
         token, new_password = strings(body, "token", "newPassword")
         self.services.rate_limits.hit("reset-address", self.request.remote_ip or "")
-        await self.services.recovery.reset_password(token, new_password, body)
+        await self.services.recovery.reset_password(token, new_password, body, self.source())
+        self.services.metrics.password_resets.labels("completed").inc()
         self.send_data({"status": "reset"})
 
 

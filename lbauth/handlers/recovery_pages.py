@@ -81,6 +81,7 @@ class SignupPage(MailPage):
         except PasswordWeak as exc:
             self.show(400, values=typed, errors={"password": exc.message})
             return
+        self.services.metrics.signups.labels("requested").inc()
         self.message("Check your email", CHECK_EMAIL.format(email=form["email"].strip()[:320]))
 
 
@@ -92,14 +93,14 @@ class SignupConfirmPage(MailPage):
 
     async def get(self) -> None:
         try:
-            signed_up = await self.services.recovery.confirm_signup(
-                self.get_query_argument("token", ""), user_agent=self.user_agent(),
-                ip_address=self.request.remote_ip or "")
+            signed_up = await self.services.recovery.confirm_signup(self.get_query_argument("token", ""),
+                                                                    source=self.source())
         except LinkInvalid as exc:
             self.link_refused(exc)
             return
+        self.services.metrics.signups.labels("completed").inc()
         if self.session is not None:
-            await self.services.accounts.sign_out(self.session)
+            await self.services.accounts.sign_out(self.session, self.source())
         self.start_session(signed_up.session_token)
         self.redirect(signed_up.return_to or ACCOUNT + "?saved=signup", status=303)
 
@@ -120,6 +121,7 @@ class ForgotPasswordPage(MailPage):
         except ValidationFailed as exc:
             self.render_page("forgot_password.html", status=400, email=email, errors={"email": exc.message})
             return
+        self.services.metrics.password_resets.labels("requested").inc()
         self.message("Check your email", CHECK_EMAIL.format(email=email))
 
 
@@ -149,7 +151,7 @@ class ResetPasswordPage(MailPage):
             return
         self.services.rate_limits.hit("reset-address", self.request.remote_ip or "")
         try:
-            await self.services.recovery.reset_password(token, form.get("new_password", ""), form)
+            await self.services.recovery.reset_password(token, form.get("new_password", ""), form, self.source())
         except ResetInvalid as exc:
             self.link_refused(exc)
             return
@@ -160,6 +162,7 @@ class ResetPasswordPage(MailPage):
             self.show(token, 401, {"code": exc.message if second_step else "This account has a second factor: "
                                    "enter a code from your authenticator app, or a recovery code."}, True)
             return
+        self.services.metrics.password_resets.labels("completed").inc()
         if self.session is not None:  # ended with every other session: this cookie no longer works
             self.clear_cookie("lbauth_session")
             self.user = None
@@ -172,7 +175,7 @@ class VerifyEmailPage(MailPage):
 
     async def get(self) -> None:
         try:
-            email = await self.services.recovery.verify_email(self.get_query_argument("token", ""))
+            email = await self.services.recovery.verify_email(self.get_query_argument("token", ""), self.source())
         except LinkInvalid as exc:
             self.link_refused(exc)
             return
@@ -185,7 +188,8 @@ class ConfirmEmailChangePage(MailPage):
 
     async def get(self) -> None:
         try:
-            email = await self.services.recovery.confirm_email_change(self.get_query_argument("token", ""))
+            email = await self.services.recovery.confirm_email_change(self.get_query_argument("token", ""),
+                                                                      self.source())
         except LinkInvalid as exc:
             self.link_refused(exc)
             return

@@ -37,7 +37,7 @@ class RegisterHandler(RegistrationBase):
         registration = self.services.registration
         if self.services.settings.registration == "token":
             await registration.check_initial_token(self.presented_token("An initial access token"))
-        information = await registration.register(registration.parse(self.metadata_document()))
+        information = await registration.register(registration.parse(self.metadata_document()), self.source())
         self.set_token_response_headers()  # RFC 7591 3.2.1: it holds secrets
         self.send_json(information, status=201)
 

@@ -17,9 +17,9 @@ class LoginMfaHandler(BaseHandler):
 
     async def post(self) -> None:
         mfa_token, method, code = strings(self.json_body(), "mfaToken", "method", "code")
-        session = await self.services.factors.complete_sign_in(mfa_token, method, code, kind=API,
-                                                               user_agent=self.user_agent(),
-                                                               ip_address=self.request.remote_ip or "")
+        with self.services.metrics.second_step(method):
+            session = await self.services.factors.complete_sign_in(mfa_token, method, code, kind=API,
+                                                                   source=self.source())
         self.send_data({"token": session.token, "expiresIn": session.expires_in})
 
 
@@ -45,7 +45,7 @@ class TotpHandler(UserTokenHandler):
         self.send_data({"secret": enrolment.secret, "otpauthUri": enrolment.otpauth_uri, "qrSvg": enrolment.qr_svg})
 
     async def delete(self) -> None:
-        await self.services.factors.remove_totp(await self.signed_in())
+        await self.services.factors.remove_totp(await self.signed_in(), self.source())
         self.send_data({"totp": False})
 
 
@@ -54,7 +54,7 @@ class PasskeyHandler(UserTokenHandler):
     Passkeys are added in a browser, at /account/security."""
 
     async def delete(self, passkey_id: str) -> None:
-        await self.services.passkeys.remove(await self.signed_in(), passkey_id)
+        await self.services.passkeys.remove(await self.signed_in(), passkey_id, self.source())
         self.send_data({"removed": passkey_id})
 
 
@@ -65,7 +65,7 @@ class TotpConfirmHandler(UserTokenHandler):
     async def post(self) -> None:
         me = await self.signed_in()
         (code,) = strings(self.json_body(), "code")
-        confirmed = await self.services.factors.confirm_totp(me.user, code)
+        confirmed = await self.services.factors.confirm_totp(me.user, code, self.source())
         data: dict[str, object] = {"totp": True}
         if confirmed.recovery_codes is not None:
             data["recoveryCodes"] = confirmed.recovery_codes
@@ -76,7 +76,8 @@ class RecoveryCodesHandler(UserTokenHandler):
     """POST /api/account/security/recovery-codes -> {recoveryCodes}: ten new ones, the old ones void."""
 
     async def post(self) -> None:
-        self.send_data({"recoveryCodes": await self.services.factors.regenerate_codes(await self.signed_in())})
+        self.send_data({"recoveryCodes": await self.services.factors.regenerate_codes(await self.signed_in(),
+                                                                                     self.source())})
 
 
 def passkey_json(passkey: Passkey) -> dict[str, Any]:

@@ -83,7 +83,7 @@ class TotpConfirmForm(SecurityForms):
     @signed_in(next_url=SECURITY, status=401)
     async def post(self, form: dict[str, Any]) -> None:
         try:
-            confirmed = await self.services.factors.confirm_totp(self.user, form.get("code", ""))
+            confirmed = await self.services.factors.confirm_totp(self.user, form.get("code", ""), self.source())
         except (MfaFailed, RateLimited) as exc:
             await self.show(exc.status, confirming=True, error=exc.message)
             return
@@ -104,7 +104,7 @@ class TotpRemoveForm(SecurityForms):
     @signed_in(next_url=SECURITY, status=401)
     async def post(self, form: dict[str, Any]) -> None:
         try:
-            await self.services.factors.remove_totp(self.session)
+            await self.services.factors.remove_totp(self.session, self.source())
         except ReauthenticationRequired:
             self.sign_in_again("remove your authenticator app")
             return
@@ -120,7 +120,7 @@ class RecoveryCodesForm(SecurityForms):
     @signed_in(next_url=SECURITY, status=401)
     async def post(self, form: dict[str, Any]) -> None:
         try:
-            codes = await self.services.factors.regenerate_codes(self.session)
+            codes = await self.services.factors.regenerate_codes(self.session, self.source())
         except ReauthenticationRequired:
             self.sign_in_again("make new recovery codes")
             return

@@ -276,6 +276,7 @@ class WebhookEvent(Base):
     lease_until: Mapped[int | None] = mapped_column(Time)
     created_at: Mapped[int] = mapped_column(Time)
     delivered_at: Mapped[int | None] = mapped_column(Time)
+    traceparent: Mapped[str | None] = mapped_column(String(55))  # W3C Trace Context, when tracing is on
 
     __table_args__ = (Index("ix_webhook_events_due", "status", "next_attempt_at"),)
 
@@ -419,6 +420,33 @@ class DeviceCode(Base):
     id_token_alg: Mapped[str | None] = mapped_column(String(16))
 
 
+
+class AuditEvent(Base):
+    """The audit log (contract 21): one security event, written in the unit of work of the change it
+    records. `seq` orders the log (a user's page is read newest first by it, its cursor a `seq`);
+    `event_id` is its public id. `actor_type` is user, operator, client or system, `actor_id` its id
+    (a user id, the operator's login name, a client id; none for the system). `user_id`: the user
+    concerned, if any. `ip_address` and `user_agent` (the first 200 characters) come from the
+    request; a deleted user's rows keep neither (contract 16). `detail`: a few words of what (a
+    method, an app's client id), never personal data."""
+    __tablename__ = "audit_events"
+    seq: Mapped[int] = mapped_column(Serial, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(Id)  # aev_...
+    occurred_at: Mapped[int] = mapped_column(Time, index=True)  # retention deletes by it
+    type: Mapped[str] = mapped_column(String(40))
+    actor_type: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str | None] = mapped_column(String(2048))
+    user_id: Mapped[str | None] = mapped_column(Id)
+    ip_address: Mapped[str | None] = mapped_column(String(64))
+    user_agent: Mapped[str | None] = mapped_column(String(200))
+    outcome: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+    __table_args__ = (
+        Index("ix_audit_events_user", "user_id", "seq"),  # a user's events, newest first, by cursor
+        Index("ix_audit_events_type", "type", "seq"),  # `lbauth audit list --type`
+    )
+
 def _table(model: type[Base]) -> Table:
     return cast(Table, model.__table__)
 
@@ -444,3 +472,4 @@ passkeys = _table(Passkey)
 pushed_requests = _table(PushedRequest)
 dpop_proofs = _table(DPoPProof)
 device_codes = _table(DeviceCode)
+audit_events = _table(AuditEvent)

@@ -446,6 +446,7 @@ class WebhookEvent:
     lease_until: int | None
     created_at: int
     delivered_at: int | None
+    traceparent: str | None  # the W3C trace context of the change that queued it, when tracing is on
     client_id: str
     webhook_url: str | None
     webhook_secret_sealed: str = field(repr=False)
@@ -520,3 +521,26 @@ class Passkey:
     name: str
     created_at: int
     last_used_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One event of the audit log (contract 21), the audit_events table whole."""
+    seq: int  # its place in the log, the cursor of a user's page
+    event_id: str
+    occurred_at: int
+    type: str
+    actor_type: str  # user, operator, client or system
+    actor_id: str | None
+    user_id: str | None  # the user concerned
+    ip_address: str | None
+    user_agent: str | None
+    outcome: str
+    detail: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedAuditEvent:
+    """An event as operators list it: with the email of the user concerned (None once deleted)."""
+    event: AuditEvent
+    email: str | None

@@ -15,6 +15,7 @@ from lbauth.clock import FrozenClock
 from lbauth.core.accounts import passwords, users
 from lbauth.core.accounts.accounts import Accounts, AccountStatus
 from lbauth.core.accounts.sessions import API, BROWSER, SignedIn
+from lbauth.core.audit import Source
 from lbauth.server import build_services
 from lbauth.services import Services
 from lbauth.storage.records import User
@@ -55,7 +56,7 @@ async def ada(services: Services) -> User:
 
 async def signed_in(accounts: Accounts, user: User, password: str = PASSWORD, kind: str = API,
                     user_agent: str = "") -> tuple[str, SignedIn]:
-    new = await accounts.sign_in(user.email, password, kind=kind, user_agent=user_agent, ip_address="127.0.0.1")
+    new = await accounts.sign_in(user.email, password, kind=kind, source=Source("127.0.0.1", user_agent))
     return new.token, await accounts.sessions.check(new.token, kind=kind)
 
 
@@ -158,7 +159,7 @@ async def test_an_email_is_taken_once(services, ada):
 # ---- signing in ----------------------------------------------------------------------------------------------
 
 async def test_signing_in_opens_a_session_its_token_proves(accounts, ada):
-    new = await accounts.sign_in("ADA@example.com", PASSWORD, kind=BROWSER, user_agent="x" * 300, ip_address="::1")
+    new = await accounts.sign_in("ADA@example.com", PASSWORD, kind=BROWSER, source=Source("::1", "x" * 300))
     assert new.token.startswith("lba_ut_") and new.expires_in == TTL
     me = await accounts.sessions.check(new.token, kind=BROWSER)
     assert (me.user.id, me.session.id, me.session.kind) == (ada.id, new.session_id, BROWSER)
@@ -175,7 +176,7 @@ async def test_signing_in_opens_a_session_its_token_proves(accounts, ada):
 ])
 async def test_a_wrong_email_or_password_is_the_same_refusal(accounts, ada, email, password):
     with pytest.raises(errors.LoginFailed) as refusal:
-        await accounts.sign_in(email, password, kind=API, user_agent="", ip_address="")
+        await accounts.sign_in(email, password, kind=API)
     assert refusal.value.message == errors.LoginFailed.message
 
 
@@ -229,7 +230,7 @@ async def test_a_new_password_ends_every_other_session(accounts, ada):
     assert await accounts.change_password(me, PASSWORD, "a much better password") == 1
     assert (await accounts.sessions.check(token)).session.id == me.session.id
     with pytest.raises(errors.LoginFailed):
-        await accounts.sign_in(ada.email, PASSWORD, kind=API, user_agent="", ip_address="")
+        await accounts.sign_in(ada.email, PASSWORD, kind=API)
     await signed_in(accounts, ada, "a much better password")
     listed = [item.session.id for item in await accounts.sessions.listed(ada.id, me.session.id)]
     assert other.session.id not in listed and me.session.id in listed

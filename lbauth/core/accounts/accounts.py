@@ -16,6 +16,7 @@ from typing import Any, TypedDict
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts import links, passwords
 from lbauth.core.accounts.cache import AccountCache
 from lbauth.core.accounts.links import LinkKind
@@ -36,6 +37,7 @@ from lbauth.storage import Connection
 from lbauth.storage.db import Database
 from lbauth.storage.records import User
 from lbauth.storage.repo import apps as apps_repo
+from lbauth.storage.repo import audit as audit_repo
 from lbauth.storage.repo import changes as changes_repo
 from lbauth.storage.repo import factors as factors_repo
 from lbauth.storage.repo import grants as grants_repo
@@ -108,34 +110,55 @@ def checked_profile(changes: ProfileChanges, user: User) -> dict[str, Any]:
 
 
 async def sign_in(db: Database, clock: Clock, ttl: int, email: str, password: str, *, kind: str = API,
-                  user_agent: str = "", ip_address: str = "",
+                  source: audit.Source = audit.NO_SOURCE, actor: audit.Actor | None = None,
                   cost: passwords.Cost = passwords.DEFAULT_COST) -> NewSession | SecondStepNeeded:
     """Check the password and open a session; the same answer for a wrong email or password, and
     for a disabled or deleted account (contract 16). A user with a second factor gets a pending
-    step instead (contract 19): their factors are read only then, after the password was right."""
+    step instead (contract 19): their factors are read only then, after the password was right.
+    Each attempt on an existing account is in its audit log (contract 21); the callers apply the
+    rate limits first, so a refused attempt writes nothing. An unknown address records nothing.
+    `actor`: the user, unless an operator signs in for them (`lbauth users token`)."""
     try:
         email = normalize_email(email)
     except errors.ValidationFailed:
         email = ""
     user = await db.read(repo.by_email, email) if email else None
     if not await passwords.verify_password(user.password_hash if user else None, password or "", cost):
+        if user is not None:
+            await _failed(db, clock, user, source, actor, "wrong_password")
         raise errors.LoginFailed()
     if user is None or not user.active:
+        if user is not None:
+            await _failed(db, clock, user, source, actor, "disabled")
         raise errors.LoginFailed()
     if user.mfa:
-        return await _pending_second_step(db, clock, user)
-    token, session = await open_session(db, clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
-                                        ip_address=ip_address)
+        return await _pending_second_step(db, clock, user, source, actor)
+    token, session = await open_session(db, clock, user, kind=kind, ttl=ttl, source=source, actor=actor)
     return NewSession(token, ttl, session.id)
 
 
-async def _pending_second_step(db: Database, clock: Clock, user: User) -> SecondStepNeeded:
+async def _failed(db: Database, clock: Clock, user: User, source: audit.Source, actor: audit.Actor | None,
+                  reason: str) -> None:
+    """A refused sign-in of an existing account, in its log: the one write of the attempt."""
+    now = int(clock.now())
+
+    def work(conn: Connection) -> None:
+        audit.record(conn, now, audit.EventType.SIGN_IN, actor or audit.Actor.user(user.id), user_id=user.id,
+                     source=source, outcome=audit.Outcome.FAILURE, detail={"method": "password", "reason": reason})
+    await db.transaction(work, single_statement=True)
+
+
+async def _pending_second_step(db: Database, clock: Clock, user: User, source: audit.Source,
+                               actor: audit.Actor | None) -> SecondStepNeeded:
     now = int(clock.now())
 
     def work(conn: Connection) -> SecondStepNeeded:
         have = factors_repo.methods_of(conn, user.id)
         methods: list[str] = [m for m in ("totp", "passkey", "recovery_code") if m in have]
-        return SecondStepNeeded(links.issue(conn, LinkKind.MFA, email=user.email, user_id=user.id, now=now), methods)
+        token = links.issue(conn, LinkKind.MFA, email=user.email, user_id=user.id, now=now)
+        audit.record(conn, now, audit.EventType.SIGN_IN, actor or audit.Actor.user(user.id), user_id=user.id,
+                     source=source, outcome=audit.Outcome.PENDING, detail={"method": "password"})
+        return SecondStepNeeded(token, methods)
     return await db.transaction(work)
 
 
@@ -153,14 +176,14 @@ class Accounts:
 
     # ---- signing in and out ----------------------------------------------------------------------
 
-    async def sign_in(self, email: str, password: str, *, kind: str, user_agent: str,
-                      ip_address: str) -> NewSession | SecondStepNeeded:
+    async def sign_in(self, email: str, password: str, *, kind: str,
+                      source: audit.Source = audit.NO_SOURCE) -> NewSession | SecondStepNeeded:
         return await sign_in(self.db, self.clock, self.settings.user_token_ttl, email, password, kind=kind,
-                             user_agent=user_agent, ip_address=ip_address, cost=self.settings.argon2)
+                             source=source, cost=self.settings.argon2)
 
-    async def sign_out(self, signed_in: SignedIn) -> EndedSession:
+    async def sign_out(self, signed_in: SignedIn, source: audit.Source = audit.NO_SOURCE) -> EndedSession:
         """End the session that made this request (POST /api/auth/logout, the pages' sign-out)."""
-        return await self.sessions.end(signed_in.user.id, signed_in.session.id)
+        return await self.sessions.end(signed_in.user.id, signed_in.session.id, source=source, own=True)
 
     # ---- the user's own account (contract 16) ----------------------------------------------------
 
@@ -191,7 +214,8 @@ class Accounts:
             raise errors.TokenRevoked("This account no longer exists.")
         return updated
 
-    async def change_password(self, signed_in: SignedIn, current: str, new: str) -> int:
+    async def change_password(self, signed_in: SignedIn, current: str, new: str,
+                              source: audit.Source = audit.NO_SOURCE) -> int:
         """The current password, then the new one's strength; every other session ends."""
         user = signed_in.user
         stored = await self.db.read(repo.by_id, user.id)
@@ -205,7 +229,10 @@ class Accounts:
         def work(conn: Connection) -> int:
             repo.set_password_hash(conn, user.id, new_hash)
             links.void_older(conn, user.id, LinkKind.MFA, now)  # a second step begun with the old password
-            return end_all(conn, user.id, now, except_id=signed_in.session.id)
+            ended = end_all(conn, user.id, now, except_id=signed_in.session.id)
+            audit.record(conn, now, audit.EventType.PASSWORD_CHANGED, audit.Actor.user(user.id), source=source,
+                         detail={"endedSessions": ended})
+            return ended
         ended = await self.db.transaction(work)
         await self.sessions.learn_now()
         return ended
@@ -215,7 +242,7 @@ class Accounts:
         cost = self.settings.argon2
         if stored is None or not await passwords.verify_password(stored.password_hash or None, password, cost):
             raise errors.LoginFailed("The password is wrong.")
-        return await self._delete(stored)
+        return await self._delete(stored, audit.Actor.user(stored.id))
 
     # ---- operators (contract 16: lbauth users ...) ----------------------------------------------
 
@@ -228,7 +255,7 @@ class Accounts:
             raise errors.UserNotFound()
         return user
 
-    async def disable(self, email: str) -> AccountChange:
+    async def disable(self, email: str, actor: audit.Actor = audit.OPERATOR) -> AccountChange:
         """Sessions ended, refresh tokens and open codes revoked, the access tokens issued so far on
         the check-list (for good: enabling does not bring them back); grants kept."""
         user = await self.by_email(email)
@@ -241,29 +268,33 @@ class Accounts:
                 suspend_grant_in(conn, self.clock, grant_id, now, access_ttl)
             end_all(conn, user.id, now)
             announce_user_changed(conn, user.id, now)
+            audit.record(conn, now, audit.EventType.USER_DISABLED, actor, user_id=user.id)
             return grant_ids
         grant_ids = await self.db.transaction(work)
         await self._after_grants_refused(grant_ids, now)
         return AccountChange(user.id, user.email, AccountStatus.DISABLED)
 
-    async def enable(self, email: str) -> AccountChange:
+    async def enable(self, email: str, actor: audit.Actor = audit.OPERATOR) -> AccountChange:
         user = await self.by_email(email)
         now = int(self.clock.now())
 
         def work(conn: Connection) -> None:
             repo.set_disabled(conn, user.id, None)
             announce_user_changed(conn, user.id, now)
+            audit.record(conn, now, audit.EventType.USER_ENABLED, actor, user_id=user.id)
             changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.sessions.learn_now()
         return AccountChange(user.id, user.email, AccountStatus.ENABLED)
 
-    async def delete(self, email: str) -> AccountChange:
-        return await self._delete(await self.by_email(email))
+    async def delete(self, email: str, actor: audit.Actor = audit.OPERATOR) -> AccountChange:
+        return await self._delete(await self.by_email(email), actor)
 
-    async def _delete(self, user: User) -> AccountChange:
+    async def _delete(self, user: User, actor: audit.Actor) -> AccountChange:
         """Contract 16: every grant revoked with its event, every session ended, the personal data
-        erased and the email freed; then the bytes at rest (SQLite: the WAL) rewritten."""
+        erased and the email freed; then the bytes at rest (SQLite: the WAL) rewritten. The user's
+        audit events stay, for operators, without an address or a user agent (contract 21); the
+        deletion's own is recorded without either."""
         now, access_ttl = int(self.clock.now()), self.settings.access_token_ttl
 
         def work(conn: Connection) -> list[str]:
@@ -282,6 +313,9 @@ class Accounts:
             factors_repo.delete_codes(conn, user.id)
             if not repo.erase(conn, user.id, now):
                 raise errors.UserNotFound()
+            audit_repo.erase_personal(conn, user.id)
+            audit.record(conn, now, audit.EventType.USER_DELETED, actor, user_id=user.id,
+                         detail={"revokedAuthorizations": len(grant_ids)})
             announce_user_changed(conn, user.id, now)
             return grant_ids
         grant_ids = await self.db.transaction(work)

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts import links, passwords
 from lbauth.core.accounts.letters import letter
 from lbauth.core.accounts.links import KINDS, LinkKind
@@ -51,13 +52,13 @@ class SecondStep(Protocol):
     """A reset must not bypass a second factor (contract 18 and 19): for a user who has one,
     `demand` raises unless `answer` (the request's `method` and `code`) proves it."""
 
-    async def demand(self, user: User, answer: Mapping[str, Any]) -> None: ...
+    async def demand(self, user: User, answer: Mapping[str, Any], source: audit.Source = audit.NO_SOURCE) -> None: ...
 
 
 class NoSecondStep:
     """No user has a second factor yet."""
 
-    async def demand(self, user: User, answer: Mapping[str, Any]) -> None:
+    async def demand(self, user: User, answer: Mapping[str, Any], source: audit.Source = audit.NO_SOURCE) -> None:
         return None
 
 
@@ -235,7 +236,7 @@ class Recovery:
 
     # ---- following a link ------------------------------------------------------------------------
 
-    async def confirm_signup(self, token: object, *, user_agent: str = "", ip_address: str = "") -> SignedUp:
+    async def confirm_signup(self, token: object, *, source: audit.Source = audit.NO_SOURCE) -> SignedUp:
         """The account, verified, and a browser session for it (contract 18)."""
         now, keys = int(self.clock.now()), self.master_keys()
 
@@ -258,10 +259,10 @@ class Recovery:
             return user, return_address(payload.get("returnTo"))
         user, return_to = await self.db.transaction(work)
         session_token, _ = await open_session(self.db, self.clock, user, kind=BROWSER, ttl=self.settings.user_token_ttl,
-                                              user_agent=user_agent, ip_address=ip_address)
+                                              source=source, method="signup")
         return SignedUp(user, session_token, return_to)
 
-    async def verify_email(self, token: object) -> str:
+    async def verify_email(self, token: object, source: audit.Source = audit.NO_SOURCE) -> str:
         """The address the link proved; seen as `email_verified` by every process within 5 s."""
         now = int(self.clock.now())
 
@@ -272,13 +273,14 @@ class Recovery:
                     or not users_repo.set_email_verified(conn, user.id, found.email)):
                 raise errors.LinkInvalid()
             announce_user_changed(conn, user.id, now)
+            audit.record(conn, now, audit.EventType.EMAIL_VERIFIED, audit.Actor.user(user.id), source=source)
             changes_repo.notify(conn)
             return found.email
         email = await self.db.transaction(work)
         await self.sessions.learn_now()
         return email
 
-    async def confirm_email_change(self, token: object) -> str:
+    async def confirm_email_change(self, token: object, source: audit.Source = audit.NO_SOURCE) -> str:
         """The new address, now the account's (verified); a notice goes to the old one."""
         now, keys = int(self.clock.now()), self.master_keys()
 
@@ -299,6 +301,7 @@ class Recovery:
             changes_repo.notify(conn)
             outbox.queue(conn, keys, kind=EMAIL_CHANGED, recipient=user.email, params={"newEmail": found.email},
                          now=now)
+            audit.record(conn, now, audit.EventType.EMAIL_CHANGED, audit.Actor.user(user.id), source=source)
             return found.email
         email = await self.db.transaction(work)
         await self.sessions.learn_now()
@@ -309,7 +312,8 @@ class Recovery:
         now = int(self.clock.now())
         return await self.db.read(lambda conn: links.find(conn, LinkKind.RESET, token, now)) is not None
 
-    async def reset_password(self, token: object, new_password: object, answer: Mapping[str, Any]) -> None:
+    async def reset_password(self, token: object, new_password: object, answer: Mapping[str, Any],
+                             source: audit.Source = audit.NO_SOURCE) -> None:
         """POST /api/auth/password/reset: the new password, after the user's second factor if they
         have one; every session ends (on every process within 5 s), grants stay, a notice is sent.
         A refused password or second step leaves the link usable."""
@@ -321,7 +325,7 @@ class Recovery:
         if not isinstance(new_password, str):
             raise errors.ValidationFailed("newPassword must be a string", field="newPassword")
         await passwords.refuse_weak(new_password, user.email, user.name)
-        await self.second_step.demand(user, answer)
+        await self.second_step.demand(user, answer, source)
         password_hash = await passwords.hash_password(new_password, self.settings.argon2)
         keys = self.master_keys()
 
@@ -332,9 +336,11 @@ class Recovery:
             links.void_older(conn, user.id, LinkKind.MFA, now)  # a second step begun with the old password
             users_repo.set_password_hash(conn, user.id, password_hash)
             users_repo.set_email_verified(conn, user.id, found.email)  # the link proved the address
-            end_all(conn, user.id, now)
+            ended = end_all(conn, user.id, now)
             announce_user_changed(conn, user.id, now)
             outbox.queue(conn, keys, kind=PASSWORD_RESET_DONE, recipient=user.email, params={}, now=now)
+            audit.record(conn, now, audit.EventType.PASSWORD_RESET, audit.Actor.user(user.id), source=source,
+                         detail={"endedSessions": ended})
         await self.db.transaction(work)
         await self.sessions.learn_now()
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts.cache import AccountCache
 from lbauth.core.crypto import opaque
 from lbauth.core.oauth.checklist import ServerCheckList, refresh_checklist
@@ -70,20 +71,29 @@ def end_all(conn: Connection, user_id: str, now: int, *, except_id: str | None =
     return len(ended)
 
 
-async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int, user_agent: str = "",
-                       ip_address: str = "", amr: str = "pwd") -> tuple[str, Session]:
+async def open_session(db: Database, clock: Clock, user: User, *, kind: str, ttl: int,
+                       source: audit.Source = audit.NO_SOURCE, amr: str = "pwd", method: str = "password",
+                       actor: audit.Actor | None = None) -> tuple[str, Session]:
     """A new session for a user who just proved who they are (`user` as read before the password
     was checked) with what `amr` says (RFC 8176 values, space-separated): its credential (shown
-    once) and the session. LoginFailed when the account was
+    once) and the session, and the sign-in recorded in the audit log (`method`: how, in its words;
+    `actor`: the user, unless an operator signed in for them). LoginFailed when the account was
     disabled, deleted or given a new password meanwhile: the session that change ended would
     otherwise be opened after it (and work again after `enable`)."""
     token = opaque.new_secret(opaque.USER_TOKEN)
     now = int(clock.now())
     session = Session(id=opaque.new_id("ses_"), token_hash=opaque.digest(token), user_id=user.id, kind=kind,
                       created_at=now, last_used_at=now, expires_at=now + ttl, ended_at=None,
-                      user_agent=(user_agent or "")[:USER_AGENT_LENGTH], ip_address=(ip_address or "")[:64],
+                      user_agent=source.user_agent[:USER_AGENT_LENGTH], ip_address=source.ip_address[:64],
                       authenticated_at=now, amr=amr)
-    if not await db.transaction(repo.insert_if_user_unchanged, session, user.password_hash):
+
+    def work(conn: Connection) -> bool:
+        if not repo.insert_if_user_unchanged(conn, session, user.password_hash):
+            return False
+        audit.record(conn, now, audit.EventType.SIGN_IN, actor or audit.Actor.user(user.id), user_id=user.id,
+                     source=source, detail={"method": method, "kind": kind})
+        return True
+    if not await db.transaction(work):
         raise errors.LoginFailed()
     return token, session
 
@@ -169,21 +179,33 @@ class Sessions:
         return [ListedSession(session, session.id == current_id)
                 for session in await self.db.read(repo.live_of_user, user_id, int(self.clock.now()))]
 
-    async def end(self, user_id: str, session_id: str) -> EndedSession:
-        """End one of the user's own live sessions; another user's is SessionNotFound, like none."""
+    async def end(self, user_id: str, session_id: str, *, source: audit.Source = audit.NO_SOURCE,
+                  own: bool = False) -> EndedSession:
+        """End one of the user's own live sessions; another user's is SessionNotFound, like none.
+        `own`: the session that made the request (signing out)."""
         now = int(self.clock.now())
 
         def work(conn: Connection) -> None:
             if not isinstance(session_id, str) or session_id not in repo.live_ids(conn, user_id, now):
                 raise errors.SessionNotFound()
             announce_ended(conn, repo.end(conn, [session_id], now), now)
+            audit.record(conn, now, audit.EventType.SESSION_ENDED, audit.Actor.user(user_id), source=source,
+                         detail={"ended": "this" if own else "one", "sessionId": session_id})
             changes_repo.notify(conn)
         await self.db.transaction(work)
         await self.learn_now()
         return EndedSession(session_id, now)
 
-    async def end_others(self, user_id: str, keep: str) -> int:
-        count = await self.db.transaction(end_all, user_id, int(self.clock.now()), except_id=keep)
+    async def end_others(self, user_id: str, keep: str, *, source: audit.Source = audit.NO_SOURCE) -> int:
+        now = int(self.clock.now())
+
+        def work(conn: Connection) -> int:
+            count = end_all(conn, user_id, now, except_id=keep)
+            if count:
+                audit.record(conn, now, audit.EventType.SESSION_ENDED, audit.Actor.user(user_id), source=source,
+                             detail={"ended": "others", "count": count})
+            return count
+        count = await self.db.transaction(work)
         await self.learn_now()
         return count
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lbauth.clock import Clock, iso
+from lbauth.core import audit
 from lbauth.core.clients import metadata, outbox
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
@@ -86,10 +87,12 @@ class Apps:
     async def create(self, *, name: str, owner_email: str, redirect_uris: Sequence[str],
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      id_token_alg: str = ID_TOKEN_DEFAULT_ALG, post_logout_redirect_uris: Sequence[str] = (),
-                     public: bool = False, device: bool = False) -> dict[str, Any]:
+                     public: bool = False, device: bool = False, actor: audit.Actor = audit.OPERATOR,
+                     source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
         """Register an app; returns the contract's creation record with both secrets, shown this once.
         A public client (contract 17: `token_endpoint_auth_method` none) has no client secret:
-        `clientSecret` is null. `device`: it may use the device grant (RFC 8628)."""
+        `clientSecret` is null. `device`: it may use the device grant (RFC 8628). `actor`: an
+        operator (`lbauth apps create`) or the owner (the console), for the audit log."""
         with _as_validation_failed():
             client = metadata.validate({
                 "client_name": name, "redirect_uris": list(redirect_uris),
@@ -103,8 +106,11 @@ class Apps:
             owner = users_repo.by_email(conn, (owner_email or "").strip().lower())
             if owner is None:
                 raise ValidationFailed("the owner must be an existing user's email")
-            return metadata.insert(conn, self.master_keys(), client, client_id=client_id, now=int(self.clock.now()),
-                                   owner_id=owner.id)
+            now = int(self.clock.now())
+            created = metadata.insert(conn, self.master_keys(), client, client_id=client_id, now=now, owner_id=owner.id)
+            audit.record(conn, now, audit.EventType.APP_CREATED, actor, user_id=owner.id, source=source,
+                         detail={"clientId": client_id, "app": client.name})
+            return created
 
         created = await self.db.transaction(work)
         return {"appId": created.app_id, "clientId": client_id, "clientSecret": created.client_secret,
@@ -145,26 +151,31 @@ class Apps:
         grants = {} if device is None else {DEVICE_CODE_GRANT_TYPE: device}
         return await self._change(client_id, changes, extensions, grants)
 
-    async def rotate_client_secret(self, client_id: str) -> dict[str, Any]:
+    async def rotate_client_secret(self, client_id: str, actor: audit.Actor = audit.OPERATOR,
+                                   source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
         """A confidential app's new secret; a public client has none to rotate (contract 17). Whether
         an app is public never changes, so it is checked before the change."""
         if (await self.get(client_id)).public:
             raise ValidationFailed("This app is a public client: it has no client secret to rotate.")
         secret = opaque.new_secret(opaque.CLIENT_SECRET)
-        await self._change(client_id, AppChanges(client_secret_hash=opaque.digest(secret)))
+        await self._change(client_id, AppChanges(client_secret_hash=opaque.digest(secret)),
+                           rotated=_Rotation("client", actor, source))
         return {"clientId": client_id, "clientSecret": secret}
 
-    async def rotate_webhook_secret(self, client_id: str) -> dict[str, Any]:
+    async def rotate_webhook_secret(self, client_id: str, actor: audit.Actor = audit.OPERATOR,
+                                    source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
         secret = opaque.new_secret(opaque.WEBHOOK_SECRET)
         app = await self.get(client_id)
         sealed = self.master_keys().seal(secret.encode(), metadata.webhook_secret_purpose(app.id))
-        await self._change(client_id, AppChanges(webhook_secret_sealed=sealed))
+        await self._change(client_id, AppChanges(webhook_secret_sealed=sealed),
+                           rotated=_Rotation("webhook", actor, source))
         return {"clientId": client_id, "webhookSecret": secret}
 
     async def _change(self, client_id: str, changes: AppChanges, extensions: dict[str, Any] | None = None,
-                      grants: dict[str, bool] | None = None) -> dict[str, Any]:
+                      grants: dict[str, bool] | None = None, rotated: _Rotation | None = None) -> dict[str, Any]:
         """`extensions`: new values of fields kept in `client_metadata`, merged into the stored ones;
-        `grants`: grant types added to (True) or removed from (False) the stored `grant_types`."""
+        `grants`: grant types added to (True) or removed from (False) the stored `grant_types`;
+        `rotated`: the change is a new secret, recorded in the audit log with it."""
         def work(conn: Connection) -> App:
             app = repo.by_client_id(conn, client_id, lock=bool(extensions or grants))
             if app is None:
@@ -175,7 +186,12 @@ class Apps:
                 if grants:
                     merged = dataclasses.replace(merged, **self._granted(merged.grant_types, grants))
                 change = dataclasses.replace(changes, client_metadata=merged.extensions())
-            repo.update_app(conn, app.id, change, int(self.clock.now()))
+            now = int(self.clock.now())
+            repo.update_app(conn, app.id, change, now)
+            if rotated is not None:
+                audit.record(conn, now, audit.EventType.SECRET_ROTATED, rotated.actor, user_id=app.owner_id,
+                             source=rotated.source, detail={"clientId": client_id, "app": app.name,
+                                                            "secret": rotated.secret})
             changed = repo.by_client_id(conn, client_id)
             assert changed is not None  # in this transaction, since the read above
             return changed
@@ -200,6 +216,14 @@ class Apps:
 
     async def redeliver(self, client_id: str, event_id: str) -> dict[str, Any]:
         return await outbox.redeliver(self.db, self.clock, event_id, client_id=client_id)
+
+
+@dataclass(frozen=True)
+class _Rotation:
+    """A secret rotated (`client` or `webhook`), by whom and from where: its audit event."""
+    secret: str
+    actor: audit.Actor
+    source: audit.Source
 
 
 def _with_grant(grant_types: list[str], grant_type: str, wanted: bool) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from lbauth import tracing
 from lbauth.clock import Clock, iso
 from lbauth.core.crypto import opaque
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
@@ -40,13 +41,15 @@ def payload(event_id: str, app_id: str, asu: str, reason: str, occurred_at: int)
 def write_event(conn: Connection, *, app_id: str, asu: str, reason: str, now: int, deliverable: bool = True) -> str:
     """Inside the caller's transaction: the event commits, or not, with the change it reports. An
     app with no webhook URL gets the event recorded as failed: visible, and redeliverable once
-    it has a URL, rather than pending for ever."""
+    it has a URL, rather than pending for ever. With tracing on, the event keeps the trace of the
+    change (its `traceparent`), which its delivery continues, whichever process makes it."""
     event_id = opaque.new_id("evt_")
     status, next_attempt_at, last_error = ("pending", now, None) if deliverable else \
         ("failed", None, "the app has no webhook URL")
     repo.insert_event(conn, event_id=event_id, app_id=app_id, event_type=EVENT_TYPE, reason=reason, asu=asu,
                       payload=payload(event_id, app_id, asu, reason, now), status=status,
-                      next_attempt_at=next_attempt_at, last_error=last_error, now=now)
+                      next_attempt_at=next_attempt_at, last_error=last_error, now=now,
+                      traceparent=tracing.traceparent())
     return event_id
 
 
@@ -90,6 +93,7 @@ class Claimed:
     payload: str
     round_attempts: int
     attempts: int
+    traceparent: str | None = None  # the trace of the change that queued it (tracing on)
 
 
 async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int, *, per_app: int,
@@ -102,7 +106,7 @@ async def claim_due(db: Database, clock: Clock, limit: int, lease_seconds: int, 
     events = await db.transaction(repo.claim_due, now, now + lease_seconds, limit, per_app, in_flight)
     # Claimed events are of apps with a webhook URL (repo.claim_due).
     return [Claimed(e.id, e.app_id, e.client_id, e.webhook_url or "", e.webhook_secret_sealed, e.payload,
-                    e.round_attempts, e.attempts) for e in events]
+                    e.round_attempts, e.attempts, e.traceparent) for e in events]
 
 
 async def record(db: Database, clock: Clock, event: Claimed, *, status: int | None, latency_ms: int,

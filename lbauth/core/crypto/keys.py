@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm, get_default_algorithms
 
 from lbauth.clock import Clock, iso
+from lbauth.core import audit
 from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.settings import SIGNING_ALGS
 from lbauth.storage import Connection, Duplicate
@@ -220,14 +221,21 @@ class RotationRefused(Exception):
     """A rotation step would make a valid token fail; the message says why and what to do."""
 
 
-async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str) -> dict[str, Any]:
-    """Step 1: a new key of `alg`, published in the JWKS but not signing yet."""
+def _rotated(conn: Connection, now: int, actor: audit.Actor, step: str, key: SigningKey) -> None:
+    audit.record(conn, now, audit.EventType.KEY_ROTATED, actor, detail={"step": step, "kid": key.kid, "alg": key.alg})
+
+
+async def stage_key(db: Database, clock: Clock, master_keys: MasterKeys, alg: str,
+                    actor: audit.Actor = audit.OPERATOR) -> dict[str, Any]:
+    """Step 1: a new key of `alg`, published in the JWKS but not signing yet. Each step is in the
+    audit log, done by `actor`."""
     key = _new_key(alg, "staged", master_keys, int(clock.now()))
 
     def work(conn: Connection) -> None:
         if any(k.state == "staged" and k.alg == alg for k in repo.published(conn)):
             raise RotationRefused(f"an {alg} key is already staged; promote it or retire it first")
         repo.insert_key(conn, key)
+        _rotated(conn, key.created_at, actor, "stage", key)
     await db.transaction(work)
     return {"kid": key.kid, "alg": alg, "state": "staged", "createdAt": iso(key.created_at)}
 
@@ -244,7 +252,7 @@ def role_on_promotion(active: list[SigningKey], target: SigningKey, access_alg: 
 
 async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, alg: str | None = None,
                       grace: int = DEFAULT_GRACE_SECONDS, force: bool = False,
-                      access_alg: str | None = None) -> dict[str, Any]:
+                      access_alg: str | None = None, actor: audit.Actor = audit.OPERATOR) -> dict[str, Any]:
     """Step 2: the staged key (or, to roll back, a retiring one) starts signing; the active key of
     its algorithm becomes `retiring`: still published, so every token it signed keeps verifying.
     With keys of several algorithms staged, `alg` or `kid` says which. `access_alg`:
@@ -276,6 +284,7 @@ async def promote_key(db: Database, clock: Clock, *, kid: str | None = None, alg
                 repo.set_role(conn, key.kid, KeyRole.ID_TOKENS)
         repo.set_role(conn, target.kid, role)
         repo.activate(conn, target.kid, now)
+        _rotated(conn, now, actor, "promote", target)
         return {"kid": target.kid, "alg": target.alg, "state": "active", "activatedAt": iso(now)}
     return await db.transaction(work)
 
@@ -304,7 +313,8 @@ async def rotation_status(db: Database, clock: Clock, *, access_ttl: int, grace:
 
 
 async def retire_keys(db: Database, clock: Clock, *, access_ttl: int, kid: str | None = None,
-                      leeway: int = VERIFIER_MAX_LEEWAY, force: bool = False) -> list[dict[str, Any]]:
+                      leeway: int = VERIFIER_MAX_LEEWAY, force: bool = False,
+                      actor: audit.Actor = audit.OPERATOR) -> list[dict[str, Any]]:
     """Step 3: drop retiring keys from the JWKS once nothing they signed can be live."""
     now = int(clock.now())
 
@@ -323,6 +333,7 @@ async def retire_keys(db: Database, clock: Clock, *, access_ttl: int, kid: str |
                     f"key {key.kid} stopped signing at {iso(key.deactivated_at)}; tokens it signed may be live "
                     f"until {iso(safe_at)}. Wait {safe_at - now} s more, or pass --force.")
             repo.retire(conn, key.kid, now)
+            _rotated(conn, now, actor, "retire", key)
             retired.append({"kid": key.kid, "state": "retired", "retiredAt": iso(now)})
         return retired
     return await db.transaction(work)

@@ -7,6 +7,8 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts.links import payload_purpose
 from lbauth.core.clients.metadata import webhook_secret_purpose
 from lbauth.core.crypto.keys import signing_key_purpose
@@ -63,9 +65,11 @@ async def master_keys_for(db: Database, settings: Settings) -> MasterKeys:
     return keys
 
 
-async def reseal_all(db: Database, master_keys: MasterKeys) -> int:
+async def reseal_all(db: Database, master_keys: MasterKeys, clock: Clock | None = None,
+                     actor: audit.Actor = audit.OPERATOR) -> int:
     """Open every sealed value with whichever configured key sealed it and seal it again under the
-    first key, in one transaction; returns how many changed."""
+    first key, in one transaction; returns how many changed. With a `clock`, the rotation is
+    recorded in the audit log, in that transaction (by `actor`)."""
     def work(conn: Connection) -> int:
         changed = 0
         for kind in SEALED:
@@ -75,5 +79,8 @@ async def reseal_all(db: Database, master_keys: MasterKeys) -> int:
                 plaintext = master_keys.open(value, kind.purpose(owner))
                 kind.store(conn, owner, master_keys.seal(plaintext, kind.purpose(owner)))
                 changed += 1
+        if clock is not None:
+            audit.record(conn, int(clock.now()), audit.EventType.KEY_ROTATED, actor,
+                         detail={"step": "reseal", "keyId": master_keys.primary_id, "resealed": changed})
         return changed
     return await db.transaction(work)

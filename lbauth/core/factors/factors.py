@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts import links
 from lbauth.core.accounts.accounts import NewSession
 from lbauth.core.accounts.letters import letter
@@ -114,7 +115,7 @@ class Factors:
         uri = totp.otpauth_uri(secret, user.email)
         return Enrolment(secret, uri, totp.qr_svg(uri))
 
-    async def confirm_totp(self, user: User, code: object) -> Confirmed:
+    async def confirm_totp(self, user: User, code: object, source: audit.Source = audit.NO_SOURCE) -> Confirmed:
         """The first code from the app confirms it; ten recovery codes come with the first factor."""
         self.limiter.check(LIMIT, user.id)
         now, keys = int(self.clock.now()), self.master_keys()
@@ -126,7 +127,7 @@ class Factors:
             step = totp.matching_step(keys.open(found[0], totp_purpose(user.id)).decode(), _text(code), now)
             if step is None or not repo.use_step(conn, user.id, step, confirm_at=now):
                 return None
-            return Confirmed(factor_added(conn, keys, user, "totp", now))
+            return Confirmed(factor_added(conn, keys, user, "totp", now, source=source))
         confirmed = await self.db.transaction(work)
         if confirmed is None:
             self.limiter.hit(LIMIT, user.id)
@@ -134,7 +135,7 @@ class Factors:
         await self.sessions.learn_now()
         return confirmed
 
-    async def remove_totp(self, signed_in: SignedIn) -> None:
+    async def remove_totp(self, signed_in: SignedIn, source: audit.Source = audit.NO_SOURCE) -> None:
         """Needs a recent sign-in; the last factor gone, the recovery codes go too."""
         self.require_recent(signed_in)
         user, now, keys = signed_in.user, int(self.clock.now()), self.master_keys()
@@ -142,13 +143,13 @@ class Factors:
         def work(conn: Connection) -> None:
             if not repo.delete_totp(conn, user.id):
                 raise errors.TotpNotFound()
-            factor_removed(conn, keys, user, "totp", now)
+            factor_removed(conn, keys, user, "totp", now, source=source)
         await self.db.transaction(work)
         await self.sessions.learn_now()
 
     # ---- recovery codes --------------------------------------------------------------------------
 
-    async def regenerate_codes(self, signed_in: SignedIn) -> list[str]:
+    async def regenerate_codes(self, signed_in: SignedIn, source: audit.Source = audit.NO_SOURCE) -> list[str]:
         """Ten new codes, the old ones void; only for a user with a second factor."""
         self.require_recent(signed_in)
         user, now, codes = signed_in.user, int(self.clock.now()), recovery_codes.new_codes()
@@ -157,6 +158,8 @@ class Factors:
             if not _has_mfa(conn, user.id):
                 raise errors.TotpNotFound("Set up a second factor first: recovery codes come with it.")
             repo.replace_codes(conn, user.id, [recovery_codes.digest(c) for c in codes], now)
+            audit.record(conn, now, audit.EventType.RECOVERY_CODES_REGENERATED, audit.Actor.user(user.id),
+                         source=source)
         await self.db.transaction(work)
         return codes
 
@@ -167,26 +170,36 @@ class Factors:
     # ---- the second step -------------------------------------------------------------------------
 
     def _prove(self, conn: Connection, user: User, method: object, code: object, now: int,
-               keys: MasterKeys) -> bool:
+               keys: MasterKeys, source: audit.Source = audit.NO_SOURCE) -> bool:
         """Inside the caller's transaction: is `code` a right, unused second step of `method`? It is
-        then used up (a TOTP step, or a recovery code with its notice queued)."""
+        then used up (a TOTP step, or a recovery code with its notice queued). Either way the step
+        is in the user's audit log (the caller checked the rate limit first)."""
+        if method not in (Method.TOTP, Method.RECOVERY_CODE):
+            raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
+        proved = self._use(conn, user, method, code, now, keys, source)
+        audit.record(conn, now, audit.EventType.SECOND_STEP, audit.Actor.user(user.id), source=source,
+                     outcome=audit.Outcome.SUCCESS if proved else audit.Outcome.FAILURE, detail={"method": str(method)})
+        return proved
+
+    def _use(self, conn: Connection, user: User, method: object, code: object, now: int, keys: MasterKeys,
+             source: audit.Source) -> bool:
         if method == Method.TOTP:
             found = repo.totp_of(conn, user.id)
             if found is None or found[1] is None:
                 return False
             step = totp.matching_step(keys.open(found[0], totp_purpose(user.id)).decode(), _text(code), now)
             return step is not None and repo.use_step(conn, user.id, step)
-        if method == Method.RECOVERY_CODE:
-            normal = recovery_codes.normalized(code)
-            if normal is None or not repo.use_code(conn, user.id, recovery_codes.digest(normal), now):
-                return False
-            outbox.queue(conn, keys, kind=RECOVERY_CODE_USED, recipient=user.email,
-                         params={"left": repo.codes_left(conn, user.id)}, now=now)
-            return True
-        raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
+        normal = recovery_codes.normalized(code)
+        if normal is None or not repo.use_code(conn, user.id, recovery_codes.digest(normal), now):
+            return False
+        left = repo.codes_left(conn, user.id)
+        outbox.queue(conn, keys, kind=RECOVERY_CODE_USED, recipient=user.email, params={"left": left}, now=now)
+        audit.record(conn, now, audit.EventType.RECOVERY_CODE_USED, audit.Actor.user(user.id), source=source,
+                     detail={"left": left})
+        return True
 
     async def complete_sign_in(self, mfa_token: object, method: object, code: object, *, kind: str,
-                               user_agent: str = "", ip_address: str = "") -> NewSession:
+                               source: audit.Source = audit.NO_SOURCE) -> NewSession:
         """The second step of a sign-in (POST /api/auth/login/mfa, the sign-in page): the pending
         step's token, used once, and a right code open the session, with `amr` "pwd otp mfa"."""
         if method not in (Method.TOTP, Method.RECOVERY_CODE):
@@ -201,7 +214,7 @@ class Factors:
             user = users_repo.by_id(conn, pending.user_id or "")
             if user is None or not user.active:
                 raise errors.MfaFailed()
-            if not self._prove(conn, user, method, code, now, keys):
+            if not self._prove(conn, user, method, code, now, keys, source):
                 return None
             if not links_repo.use(conn, pending.token_hash, now):
                 raise errors.MfaFailed()  # used meanwhile by a concurrent request
@@ -211,8 +224,8 @@ class Factors:
             self.limiter.hit(LIMIT, pending.user_id)
             raise errors.MfaFailed()
         ttl = self.settings.user_token_ttl
-        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
-                                            ip_address=ip_address, amr=AMR_OTP)
+        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, source=source,
+                                            amr=AMR_OTP, method=f"password+{method}")
         return NewSession(token, ttl, session.id)
 
     async def pending_methods(self, mfa_token: object) -> list[str] | None:
@@ -228,7 +241,7 @@ class Factors:
             return [m.value for m in Method if m.value in have]
         return await self.db.read(work)
 
-    async def demand(self, user: User, answer: Mapping[str, Any]) -> None:
+    async def demand(self, user: User, answer: Mapping[str, Any], source: audit.Source = audit.NO_SOURCE) -> None:
         """recovery.SecondStep: a password reset of a user with a second factor needs a right code
         (contract 18), under the same single-use and rate rules as a sign-in."""
         if not user.mfa:
@@ -241,13 +254,13 @@ class Factors:
             raise errors.ValidationFailed("method must be totp or recovery_code", field="method")
         self.limiter.check(LIMIT, user.id)
         now, keys = int(self.clock.now()), self.master_keys()
-        if not await self.db.transaction(self._prove, user, method, code, now, keys):
+        if not await self.db.transaction(self._prove, user, method, code, now, keys, source):
             self.limiter.hit(LIMIT, user.id)
             raise errors.MfaFailed()
 
     # ---- operators -------------------------------------------------------------------------------
 
-    async def reset(self, email: str) -> FactorsReset:
+    async def reset(self, email: str, actor: audit.Actor = audit.OPERATOR) -> FactorsReset:
         """`lbauth users reset-factors`: every factor and recovery code gone, every session ended."""
         user = await self.db.read(users_repo.by_email, normalize_email(email))
         if user is None or user.deleted_at is not None:
@@ -261,6 +274,7 @@ class Factors:
             links.void_older(conn, user.id, LinkKind.MFA, now)
             end_all(conn, user.id, now)
             _mfa_changed(conn, user.id, False, now)
+            audit.record(conn, now, audit.EventType.FACTORS_RESET, actor, user_id=user.id)
         await self.db.transaction(work)
         await self.sessions.learn_now()
         return FactorsReset(user.id, user.email)
@@ -293,9 +307,10 @@ class Factors:
 
 
 def factor_added(conn: Connection, keys: MasterKeys, user: User, factor: str, now: int, *,
-                 name: str = "") -> list[str] | None:
+                 name: str = "", source: audit.Source = audit.NO_SOURCE) -> list[str] | None:
     """Inside the transaction that added a factor: the user now has a second step (`users.mfa`),
-    a notice is queued, and ten recovery codes come with their first factor (returned, to show once)."""
+    a notice is queued and the event recorded, and ten recovery codes come with their first
+    factor (returned, to show once)."""
     codes = None
     if not _has_mfa(conn, user.id):
         codes = recovery_codes.new_codes()
@@ -303,10 +318,13 @@ def factor_added(conn: Connection, keys: MasterKeys, user: User, factor: str, no
     _mfa_changed(conn, user.id, True, now)
     outbox.queue(conn, keys, kind=FACTOR_ADDED, recipient=user.email, params={"factor": factor, "name": name},
                  now=now)
+    audit.record(conn, now, audit.EventType.PASSKEY_ADDED if factor == "passkey" else audit.EventType.TOTP_ADDED,
+                 audit.Actor.user(user.id), source=source)
     return codes
 
 
-def factor_removed(conn: Connection, keys: MasterKeys, user: User, factor: str, now: int, *, name: str = "") -> None:
+def factor_removed(conn: Connection, keys: MasterKeys, user: User, factor: str, now: int, *, name: str = "",
+                   source: audit.Source = audit.NO_SOURCE) -> None:
     """Inside the transaction that removed a factor: with the last one gone, the recovery codes go
     too and signing in needs only the password; a notice is queued."""
     last = not repo.has_factor(conn, user.id)
@@ -315,6 +333,8 @@ def factor_removed(conn: Connection, keys: MasterKeys, user: User, factor: str, 
         _mfa_changed(conn, user.id, False, now)
     outbox.queue(conn, keys, kind=FACTOR_REMOVED, recipient=user.email,
                  params={"factor": factor, "name": name, "last": last}, now=now)
+    audit.record(conn, now, audit.EventType.PASSKEY_REMOVED if factor == "passkey" else audit.EventType.TOTP_REMOVED,
+                 audit.Actor.user(user.id), source=source)
 
 
 def _mfa_changed(conn: Connection, user_id: str, mfa: bool, now: int) -> None:

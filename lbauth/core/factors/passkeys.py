@@ -37,6 +37,7 @@ from webauthn.helpers.structs import (
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.accounts import links
 from lbauth.core.accounts.accounts import NewSession
 from lbauth.core.accounts.links import LinkKind
@@ -102,7 +103,8 @@ class Passkeys:
                                  for p in existing])
         return options_to_json(options)
 
-    async def add(self, user: User, credential: object, name: object) -> PasskeyAdded:
+    async def add(self, user: User, credential: object, name: object,
+                  source: audit.Source = audit.NO_SOURCE) -> PasskeyAdded:
         """Verify the browser's answer to `registration_options` (WebAuthn 7.1) and keep the passkey;
         ten recovery codes come with the user's first factor."""
         label = _name(name)
@@ -129,7 +131,7 @@ class Passkeys:
                 backed_up=verified.credential_backed_up, name=label_or_number,
                 created_at=now, last_used_at=None)
             repo.add_passkey(conn, passkey)
-            codes = factor_added(conn, keys, user, "passkey", now, name=passkey.name)
+            codes = factor_added(conn, keys, user, "passkey", now, name=passkey.name, source=source)
             return PasskeyAdded(passkey, codes)
         try:
             added = await self.db.transaction(work)
@@ -140,7 +142,7 @@ class Passkeys:
         await self.factors.sessions.learn_now()
         return added
 
-    async def remove(self, signed_in: SignedIn, passkey_id: object) -> None:
+    async def remove(self, signed_in: SignedIn, passkey_id: object, source: audit.Source = audit.NO_SOURCE) -> None:
         """Needs a recent sign-in; the last factor gone, the recovery codes go too."""
         self.factors.require_recent(signed_in)
         user, now, keys = signed_in.user, int(self.clock.now()), self.master_keys()
@@ -149,7 +151,7 @@ class Passkeys:
             found = [p for p in repo.passkeys_of(conn, user.id) if p.id == passkey_id]
             if not found or not repo.delete_passkey(conn, user.id, found[0].id):
                 raise errors.PasskeyNotFound()
-            factor_removed(conn, keys, user, "passkey", now, name=found[0].name)
+            factor_removed(conn, keys, user, "passkey", now, name=found[0].name, source=source)
         await self.db.transaction(work)
         await self.factors.sessions.learn_now()
 
@@ -168,8 +170,8 @@ class Passkeys:
             return token, repo.passkeys_of(conn, user_id) if user_id is not None else []
         return self._request_options(*await self.db.transaction(work))
 
-    async def sign_in(self, credential: object, *, kind: str, signed_in: User | None = None, user_agent: str = "",
-                      ip_address: str = "") -> NewSession:
+    async def sign_in(self, credential: object, *, kind: str, signed_in: User | None = None,
+                      source: audit.Source = audit.NO_SOURCE) -> NewSession:
         """A passkey sign-in is complete (contract 19): `amr` "hwk|swk user mfa", `acr` phr; by the
         `signed_in` user's own passkey when there is one (`sign_in_options`). Any failure is the
         sign-in's usual LoginFailed, which says nothing of the account."""
@@ -184,8 +186,8 @@ class Passkeys:
                                      "password.")
         user, passkey = found
         ttl = self.settings.user_token_ttl
-        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
-                                            ip_address=ip_address, amr=f"{key_method(passkey)} user mfa")
+        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, source=source,
+                                            amr=f"{key_method(passkey)} user mfa", method="passkey")
         return NewSession(token, ttl, session.id)
 
     # ---- a passkey as the second step after a password -------------------------------------------
@@ -206,7 +208,7 @@ class Passkeys:
         return self._request_options(*found)
 
     async def complete_second_step(self, mfa_token: object, credential: object, *, kind: str,
-                                   user_agent: str = "", ip_address: str = "") -> NewSession:
+                                   source: audit.Source = audit.NO_SOURCE) -> NewSession:
         """The pending step's token, used once, and an assertion of one of the user's passkeys open
         the session, with `amr` "pwd hwk|swk mfa"; failures count towards the account's limit."""
         now = int(self.clock.now())
@@ -219,7 +221,10 @@ class Passkeys:
         def work(conn: Connection) -> tuple[User, Passkey] | None:
             found = self._assert(conn, credential, now, for_user=user_id)
             if found is not None and not links_repo.use(conn, pending.token_hash, now):
-                return None  # used meanwhile by a concurrent request
+                found = None  # used meanwhile by a concurrent request
+            audit.record(conn, now, audit.EventType.SECOND_STEP, audit.Actor.user(user_id), source=source,
+                         outcome=audit.Outcome.FAILURE if found is None else audit.Outcome.SUCCESS,
+                         detail={"method": "passkey"})
             return found
         found = await self.db.transaction(work)
         if found is None:
@@ -227,8 +232,8 @@ class Passkeys:
             raise errors.MfaFailed("That passkey was not accepted; try again, or use another way.")
         user, passkey = found
         ttl = self.settings.user_token_ttl
-        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, user_agent=user_agent,
-                                            ip_address=ip_address, amr=f"pwd {key_method(passkey)} mfa")
+        token, session = await open_session(self.db, self.clock, user, kind=kind, ttl=ttl, source=source,
+                                            amr=f"pwd {key_method(passkey)} mfa", method="password+passkey")
         return NewSession(token, ttl, session.id)
 
     # ---- the assertion (WebAuthn 7.2) -------------------------------------------------------------

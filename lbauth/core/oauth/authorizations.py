@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from lbauth import errors
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.oauth.checklist import CheckList, cover_racing_tokens
 from lbauth.core.oauth.grant_revocation import revoke_grant_in
 from lbauth.storage import Connection
@@ -39,7 +40,7 @@ async def list_authorizations(db: Database, user_id: str) -> list[Authorization]
 
 
 async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList, *, user_id: str, client_id: str,
-                               access_ttl: int) -> RevokedAuthorization:
+                               access_ttl: int, source: audit.Source = audit.NO_SOURCE) -> RevokedAuthorization:
     """In one transaction: the grant, its open codes (first) and refresh tokens revoked, its id on
     the check-list until its access tokens expire, the event in the webhook outbox. The order:
     docs/architecture.md, "Revocation races"."""
@@ -53,6 +54,8 @@ async def revoke_authorization(db: Database, clock: Clock, checklist: CheckList,
         event_id = revoke_grant_in(conn, clock, app, grant.id, user_id, now, access_ttl)
         if event_id is None:
             raise errors.AuthorizationNotFound()
+        audit.record(conn, now, audit.EventType.AUTHORIZATION_REVOKED, audit.Actor.user(user_id), source=source,
+                     detail={"clientId": app.client_id, "app": app.name})
         changes_repo.notify(conn)
         return event_id, grant.id
     event_id, grant_id = await db.transaction(work)

@@ -21,11 +21,11 @@ from urllib.parse import urlencode
 
 from lbauth import errors
 from lbauth.clock import Clock
-from lbauth.core import resources, scopes
+from lbauth.core import audit, resources, scopes
 from lbauth.core.accounts.sessions import SignedIn
 from lbauth.core.crypto import opaque
 from lbauth.core.fields import require
-from lbauth.core.oauth.authorization.codes import grant_for, retrying_duplicates
+from lbauth.core.oauth.authorization.codes import Consent, grant_for, retrying_duplicates
 from lbauth.core.oauth.authorization.request import requested_scopes
 from lbauth.core.oauth.client_auth import ClientCredentials, checked_client
 from lbauth.core.oauth.dpop import spend_in
@@ -161,7 +161,8 @@ class DeviceAuthorizations:
         named = await resources.registered(self.db, resources.parse(row.resources))
         return DeviceRequest(app, shown(code), tuple(row.scopes), named)
 
-    async def approve(self, request: DeviceRequest, signed_in: SignedIn) -> None:
+    async def approve(self, request: DeviceRequest, signed_in: SignedIn,
+                      source: audit.Source = audit.NO_SOURCE) -> None:
         """The user's approval (RFC 8628 3.3): the user's grant created or extended to what the
         device asked for, as a code's approval would, and the device's tokens to be issued under
         it, remembering the approving session's sign-in (its `auth_time`, `amr`; contract 19) and,
@@ -169,12 +170,13 @@ class DeviceAuthorizations:
         code_hash, now = _user_code_hash(request), int(self.clock.now())
         session, user = signed_in.session, signed_in.user
         openid = scopes.OPENID in request.scopes
+        consent = Consent(request.app.client_id, request.app.name, source)
 
         def work(conn: Connection) -> None:
             row = repo.pending(conn, code_hash, now)
             if row is None:
                 raise errors.UserCodeInvalid()
-            grant_id, asu = grant_for(conn, row.app_id, user.id, row.scopes, row.resources, now)
+            grant_id, asu = grant_for(conn, row.app_id, user.id, row.scopes, row.resources, now, consent)
             if not repo.approve(conn, code_hash, now, user_id=user.id, grant_id=grant_id, asu=asu,
                                 authentication=Authentication(auth_time=session.authenticated_at, amr=session.amr),
                                 session_id=session.id if openid else None,

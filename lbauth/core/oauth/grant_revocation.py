@@ -5,6 +5,7 @@ account disabled or deleted, an app deleted and a reused refresh token come here
 from __future__ import annotations
 
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.clients import outbox
 from lbauth.core.oauth.checklist import CheckList, cover_racing_tokens, cover_until_now, enter_grant
 from lbauth.storage import Connection
@@ -56,6 +57,8 @@ async def revoke_reused_grant(db: Database, clock: Clock, checklist: CheckList, 
         app = apps_repo.by_client_id(conn, client_id)
         if app is None or revoke_grant_in(conn, clock, app, grant_id, user_id, now, access_ttl) is None:
             return False
+        audit.record(conn, now, audit.EventType.AUTHORIZATION_REVOKED, audit.SYSTEM, user_id=user_id,
+                     detail={"clientId": app.client_id, "app": app.name, "reason": "reuse"})
         changes_repo.notify(conn)
         return True
     if await db.transaction(work):

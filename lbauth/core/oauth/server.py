@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.oauth import authorizations, introspection, revocation_feed, token_revocation
 from lbauth.core.oauth.authorization.endpoint import AuthorizationEndpoint
 from lbauth.core.oauth.authorizations import Authorization, RevokedAuthorization
@@ -135,8 +136,9 @@ class AuthorizationServer:
         """The apps the user authorized, with their scopes and when."""
         return await authorizations.list_authorizations(self.db, user_id)
 
-    async def revoke_authorization(self, user_id: str, client_id: str) -> RevokedAuthorization:
+    async def revoke_authorization(self, user_id: str, client_id: str,
+                                   source: audit.Source = audit.NO_SOURCE) -> RevokedAuthorization:
         """The user revokes an app: its grant, tokens and codes, and the webhook event."""
         return await authorizations.revoke_authorization(self.db, self.clock, self.checklist, user_id=user_id,
                                                          client_id=client_id,
-                                                         access_ttl=self.settings.access_token_ttl)
+                                                         access_ttl=self.settings.access_token_ttl, source=source)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from lbauth.clock import Clock
-from lbauth.core import urls
+from lbauth.core import audit, urls
 from lbauth.core.clients import metadata
 from lbauth.core.crypto.masterkey import MasterKeys
 from lbauth.core.ratelimit import RateLimiter
@@ -159,7 +159,7 @@ class ClientDocuments:
         expires_at = now + max(0, min(fetched.max_age, MAX_CACHE_SECONDS))
         for attempt in range(2):
             try:
-                return await self.db.transaction(self._store, url, client, expires_at, now)
+                return await self.db.transaction(self._store, url, client, expires_at, now, address or "")
             except Duplicate:  # a concurrent request stored it first: update that row
                 if attempt:
                     raise
@@ -197,7 +197,8 @@ class ClientDocuments:
             if len(self._stalled) > MAX_REMEMBERED:
                 self._stalled.popitem(last=False)
 
-    def _store(self, conn: Connection, url: str, client: ClientMetadata, expires_at: int, now: int) -> App:
+    def _store(self, conn: Connection, url: str, client: ClientMetadata, expires_at: int, now: int,
+               address: str) -> App:
         if not apps_repo.update_document_app(conn, url, client, expires_at=expires_at, now=now):
             host = host_of(url)
             if apps_repo.count_unapproved_documents(conn, host) >= MAX_UNAPPROVED_PER_HOST:
@@ -205,6 +206,9 @@ class ClientDocuments:
                     f"{host} already has {MAX_UNAPPROVED_PER_HOST} clients that no user has approved; "
                     "retry once their documents expire")
             metadata.insert(conn, self.master_keys(), client, client_id=url, now=now, document_expires_at=expires_at)
+            audit.record(conn, now, audit.EventType.CLIENT_REGISTERED, audit.Actor.client(url),
+                         source=audit.Source(ip_address=address), detail={"clientId": url, "app": client.name,
+                                                                          "via": "document"})
         app = apps_repo.by_client_id(conn, url)
         assert app is not None
         return app

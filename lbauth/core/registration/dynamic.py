@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lbauth.clock import Clock
+from lbauth.core import audit
 from lbauth.core.clients import metadata
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.masterkey import MasterKeys
@@ -112,15 +113,18 @@ class DynamicRegistration:
             error = RedirectUriInvalid if refused.field == "redirect_uris" else ClientMetadataInvalid
             raise error(refused.message().rstrip(".") + ".") from None
 
-    async def register(self, client: ClientMetadata) -> dict[str, Any]:
+    async def register(self, client: ClientMetadata, source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
         """RFC 7591 3.2.1: the new app's client information, with its registration access token (RFC
         7592 3) and, for a confidential client, its secret: both shown this once, kept as digests."""
         client_id = opaque.new_id("cid_")
         access_token = opaque.new_secret(opaque.REGISTRATION_ACCESS_TOKEN)
 
         def work(conn: Connection) -> tuple[App, str | None]:
-            created = metadata.insert(conn, self.master_keys(), client, client_id=client_id,
-                                      now=int(self.clock.now()), registration_token=access_token)
+            now = int(self.clock.now())
+            created = metadata.insert(conn, self.master_keys(), client, client_id=client_id, now=now,
+                                      registration_token=access_token)
+            audit.record(conn, now, audit.EventType.CLIENT_REGISTERED, audit.Actor.client(client_id), source=source,
+                         detail={"clientId": client_id, "app": client.name, "via": "dynamic"})
             app = apps_repo.by_client_id(conn, client_id)
             assert app is not None  # inserted just now, in this transaction
             return app, created.client_secret

@@ -8,7 +8,8 @@ connection."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -19,6 +20,9 @@ from sqlalchemy.sql import compiler
 from sqlalchemy.sql.elements import ClauseElement
 
 _PLANS_MAX = 1_000  # compiled statements remembered per database (SQLAlchemy's own cache holds 500)
+# While tracing is on (lbauth/otel.py sets it): `statement_span(connection, plan)`, a context manager
+# around the statement's send, its database span. None (tracing off) costs one comparison.
+statement_span: Callable[[PlannedConnection, Plan], AbstractContextManager[object]] | None = None
 
 
 class Plans:
@@ -169,7 +173,11 @@ class Plan:
 
     def run(self, conn: PlannedConnection, values: list) -> _Result:
         conn._database.statements += 1
-        rows, count = conn.send(self, values)
+        if statement_span is None:
+            rows, count = conn.send(self, values)
+        else:
+            with statement_span(conn, self):
+                rows, count = conn.send(self, values)
         return _Result(self, rows, count)
 
 

@@ -18,10 +18,12 @@ _ATTEMPTS = shaped(WebhookAttempt, select(webhook_attempts))
 
 
 def insert_event(conn: Connection, *, event_id: str, app_id: str, event_type: str, reason: str, asu: str,
-                 payload: str, status: str, next_attempt_at: int | None, last_error: str | None, now: int) -> None:
+                 payload: str, status: str, next_attempt_at: int | None, last_error: str | None, now: int,
+                 traceparent: str | None = None) -> None:
     conn.execute(insert(webhook_events).values(
         id=event_id, app_id=app_id, event_type=event_type, reason=reason, asu=asu, payload=payload, attempts=0,
-        round_attempts=0, created_at=now, status=status, next_attempt_at=next_attempt_at, last_error=last_error))
+        round_attempts=0, created_at=now, status=status, next_attempt_at=next_attempt_at, last_error=last_error,
+        traceparent=traceparent))
 
 
 def _due(now: int) -> Select[tuple[str]]:

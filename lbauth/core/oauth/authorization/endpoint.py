@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from lbauth.clock import Clock
-from lbauth.core import resources, scopes, urls
+from lbauth.core import audit, resources, scopes, urls
 from lbauth.core.accounts.sessions import SignedIn
 from lbauth.core.oauth.authorization import request as parse
 from lbauth.core.oauth.authorization.codes import issue_code
@@ -176,10 +176,12 @@ class AuthorizationEndpoint:
     # ---- the front channel: {auth_url}/oauth/ ------------------------------------------------------------
 
     async def front_channel(self, params: Mapping[str, Sequence[str]], signed_in: SignedIn | None,
-                            answer: Answer | None = None, address: str | None = None) -> Decision:
+                            answer: Answer | None = None, address: str | None = None,
+                            source: audit.Source = audit.NO_SOURCE) -> Decision:
         """A request by GET or form POST (`params`: each name with all its values), or the consent
-        page's `answer` to it, from a browser at `address` where `signed_in` may be None. A bad
-        client or redirect URI is raised (an error page); everything else is a decision."""
+        page's `answer` to it, from a browser at `address` (`source`: with its user agent, for the
+        audit log) where `signed_in` may be None. A bad client or redirect URI is raised (an error
+        page); everything else is a decision."""
         request_uri = _pushed_reference(params)
         if request_uri is not None:
             params = await self._pushed_parameters(params, request_uri)
@@ -198,7 +200,7 @@ class AuthorizationEndpoint:
             if request_uri is not None:
                 await self.pushed.spend(request_uri)
             return ErrorRedirect(AuthorizationRedirect(error, redirect_uri, parse.front_channel_state(params)))
-        decision = await self.decide(request, signed_in, answer)
+        decision = await self.decide(request, signed_in, answer, source)
         return decision if request_uri is None else await self._pushed_decision(request_uri, decision)
 
     async def _pushed_decision(self, request_uri: str, decision: Decision) -> Decision:
@@ -246,10 +248,11 @@ class AuthorizationEndpoint:
             return request
         return replace(request, openid=oidc_requests.OpenIdParameters(nonce))
 
-    async def approve(self, request: AuthorizationRequest, signed_in: SignedIn) -> CodeIssued:
+    async def approve(self, request: AuthorizationRequest, signed_in: SignedIn,
+                      source: audit.Source = audit.NO_SOURCE) -> CodeIssued:
         """The API's request is itself the user's approval, by a signed-in user (the user token):
         no page is ever needed, and a code is issued."""
-        decision = await self.decide(request, signed_in, Answer.APPROVE)
+        decision = await self.decide(request, signed_in, Answer.APPROVE, source)
         if isinstance(decision, ErrorRedirect):
             raise decision.refusal.error
         if isinstance(decision, EnrolFactor):
@@ -261,7 +264,7 @@ class AuthorizationEndpoint:
     # ---- the decision -------------------------------------------------------------------------------------
 
     async def decide(self, request: AuthorizationRequest, signed_in: SignedIn | None,
-                     answer: Answer | None = None) -> Decision:
+                     answer: Answer | None = None, source: audit.Source = audit.NO_SOURCE) -> Decision:
         """The interaction policy, then the code: the first prompt with a check that fires shows
         its page (under `prompt=none`, its error goes back); the consent page's answer settles the
         prompt that showed it."""
@@ -281,16 +284,17 @@ class AuthorizationEndpoint:
         assert signed_in is not None, "the policy asks a visitor to sign in"
         if request.request_uri is not None:
             await self.pushed.spend(request.request_uri)  # once only (RFC 9126 7.3), before the code
-        return CodeIssued(request, await self.issue(request, signed_in))
+        return CodeIssued(request, await self.issue(request, signed_in, source))
 
-    async def issue(self, request: AuthorizationRequest, signed_in: SignedIn) -> str:
+    async def issue(self, request: AuthorizationRequest, signed_in: SignedIn,
+                    source: audit.Source = audit.NO_SOURCE) -> str:
         """The code, for an OpenID request remembering the sign-in of the session that approved
         (the browser's, or the user token's: contract 15's `sid`) and the nonce."""
         details = (oidc_requests.id_token_details(request.app, signed_in.session, request.openid.nonce)
                    if request.openid is not None else None)
         session = signed_in.session
         return await issue_code(self.db, self.clock, request, signed_in.user.id, self.settings.code_ttl, details,
-                                Authentication(auth_time=session.authenticated_at, amr=session.amr))
+                                Authentication(auth_time=session.authenticated_at, amr=session.amr), source)
 
 
 def _pushed_reference(params: Mapping[str, Sequence[str]]) -> str | None:
