@@ -45,15 +45,22 @@ MAX_RPS = 6000  # exchanges/s a run's codes and proofs must cover, per run
 
 # Each request: the next `code proof` line of this thread's file, at /oauth/token with HTTP Basic;
 # with `dpop` set, the proof in a DPoP header.
-TOKEN_LUA = COMMON_LUA + r"""
+# Each wrk thread reads its own file of lines (`<path>.<thread id>`) and takes the next one per
+# request (the last again once they run out).
+LINES_LUA = COMMON_LUA + r"""
 local lines, i = {}, 0
 function init(args)
   for line in io.lines(args[1] .. "." .. id) do lines[#lines + 1] = line end
 end
-function request()
+function next_line()
   i = i + 1
-  local line = lines[i] or lines[#lines]
-  local code, proof = line:match("^(%S+) (%S+)$")
+  return lines[i] or lines[#lines]
+end
+"""
+
+TOKEN_LUA = LINES_LUA + r"""
+function request()
+  local code, proof = next_line():match("^(%S+) (%S+)$")
   local headers = {["Content-Type"] = "application/x-www-form-urlencoded", ["Authorization"] = basic}
   if dpop then headers["DPoP"] = proof end
   return wrk.format("POST", "/oauth/token", headers,
@@ -62,16 +69,11 @@ end
 """
 
 # Each request: the next device code of this thread's file, polled once.
-DEVICE_LUA = COMMON_LUA + r"""
-local lines, i = {}, 0
-function init(args)
-  for line in io.lines(args[1] .. "." .. id) do lines[#lines + 1] = line end
-end
+DEVICE_LUA = LINES_LUA + r"""
 function request()
-  i = i + 1
   return wrk.format("POST", "/oauth/token", {["Content-Type"] = "application/x-www-form-urlencoded",
     ["Authorization"] = basic},
-    "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=" .. (lines[i] or lines[#lines]))
+    "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=" .. next_line())
 end
 """
 
