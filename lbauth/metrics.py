@@ -11,17 +11,28 @@ scrape reports the sum over all of them; a restarted worker's counts are kept.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess, values
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Metric,
+    generate_latest,
+    multiprocess,
+    values,
+)
 
 from lbauth.errors import DPoPBoundTokenAsBearer, DPoPProofInvalid, LbauthError, MfaFailed, RateLimited
 
 _SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"
+_SIZED = 8  # bytes: a worker's file holds at least its header (the length it uses) once sized
 
 
 def share_between_workers(directory: Path) -> None:
@@ -153,5 +164,24 @@ class Metrics:
         if not shared:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=shared)
+        registry.register(_WorkersFiles(shared))
         return generate_latest(registry)
+
+
+class _WorkersFiles:
+    """prometheus-client's MultiProcessCollector, without the files a worker has just created and
+    not yet sized: for a moment a new one is empty, holds nothing, and would fail the whole scrape
+    (prometheus/client_python#1199)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterator[Metric]:
+        files = []
+        for name in glob.glob(os.path.join(self.directory, "*.db")):
+            try:
+                if os.path.getsize(name) >= _SIZED:
+                    files.append(name)
+            except FileNotFoundError:  # a dead worker's live gauges, dropped meanwhile
+                continue
+        return iter(multiprocess.MultiProcessCollector.merge(files, accumulate=True))
