@@ -19,7 +19,9 @@ Imported only when tracing starts (lbauth.tracing); nothing here imports Tornado
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -40,7 +42,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from lbauth import __version__, tracing
+from lbauth import __version__, logs, tracing
 from lbauth.logs import redact
 from lbauth.storage.db import plans
 from lbauth.storage.db.unit import counts_statements
@@ -50,6 +52,10 @@ _SERVER_SPAN = "lbauth_server_span"  # on a Tornado HTTP connection: the span of
 _STATEMENT_SPAN = "_lbauth_span"  # on a SQLAlchemy execution context: its statement's span
 _TABLE = re.compile(r'\b(?:FROM|INTO|UPDATE|JOIN)\s+"?([A-Za-z_][A-Za-z0-9_]*)', re.IGNORECASE)
 _DESCRIBED_MAX = 2_000  # statements' names and attributes remembered
+
+
+log = logging.getLogger("lbauth.otel")
+STOP_SECONDS = 5.0  # how long a stopping process waits for the collector to take the spans it holds
 
 
 class Tracing:
@@ -84,9 +90,17 @@ class Tracing:
         started._hook()
         return started
 
-    def stop(self) -> None:
+    def stop(self, wait: float = STOP_SECONDS) -> None:
+        """Export what the batch processors hold, for at most `wait` seconds: a collector that does
+        not answer must not hold up a restart (the exporter would wait out its timeout,
+        OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default, and the SDK up to 30 s a processor)."""
         self._unhook()
-        self.provider.shutdown()  # the batch processors export what they hold
+        exporting = threading.Thread(target=self.provider.shutdown, name="lbauth-otel-stop", daemon=True)
+        exporting.start()
+        exporting.join(wait)
+        if exporting.is_alive():
+            logs.event(log, f"the OpenTelemetry collector did not take the last spans within {wait:g} s: "
+                            "stopping without them", logging.WARNING)
 
     def _hook(self) -> None:
         plans.statement_span = self.statement_span

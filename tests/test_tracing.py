@@ -14,8 +14,11 @@ import json
 import os
 import re
 import secrets
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -367,6 +370,31 @@ async def test_one_trace_from_a_request_through_the_database_to_a_webhook_anothe
     assert post.kind == post.SPAN_KIND_CLIENT and post.parent_span_id == request.span_id
     assert _attributes(post)["http.response.status_code"] == 200
     assert delivered == f"00-{TRACE_ID}-{post.span_id.hex()}-01"
+
+
+@pytest.mark.slow
+async def test_a_stopping_server_waits_for_a_silent_collector_only_a_few_seconds(tmp_path, database_url):
+    """The collector takes connections and never answers. SIGTERM: the server waits for it a few
+    seconds (STOP_SECONDS), says that it stops without the last spans, and exits cleanly. Unbounded,
+    it waited out the exporter's 10 s timeout (and the SDK allows 30 s a processor)."""
+    require_otel()
+    from lbauth.otel import STOP_SECONDS
+    silent = socket.create_server(("127.0.0.1", 0), backlog=16)  # never accepts: the kernel takes the connections
+    process = ServerProcess(database_url, tmp_path / "data", otel="on")
+    process.env.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{silent.getsockname()[1]}")
+    try:
+        await process.start()
+        assert (await process.client.get("/healthz")).status == 200  # a span to export
+        started = time.monotonic()
+        os.killpg(process.proc.pid, signal.SIGTERM)
+        status = await asyncio.to_thread(process.proc.wait, 25)
+        waited = time.monotonic() - started
+        assert status == 0, process.log.read_text()[-2000:]
+        assert waited < STOP_SECONDS + 4, waited  # a hang guard: 10 s and more without the bound
+        assert "did not take the last spans" in process.log.read_text()
+    finally:
+        process.stop()
+        silent.close()
 
 
 # ---- starting with and without tracing ------------------------------------------------------------------
