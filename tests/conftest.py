@@ -224,13 +224,6 @@ def require_postgres(template: PostgresTemplate) -> None:
     pytest.skip(reason)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked `slow` (seconds each: subprocesses, restarts, the fuzzing module) first, the
-    rest in their order after: with several test processes, a long test that starts last runs alone
-    at the end while the other processes have nothing left to do."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(autouse=True)
 def alone_when_marked(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Tests marked `alone` check that an outage is answered within about a second: they run while
