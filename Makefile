@@ -14,6 +14,7 @@ TEST_WORKERS ?= 4
 # (0.7 s a process on a 2-core machine). Some environments turn that off with PYTHONDONTWRITEBYTECODE;
 # the tests turn it back on.
 TEST_ENV := PYTHONDONTWRITEBYTECODE=
+PYTEST := $(TEST_ENV) $(BIN)/python -m pytest
 # The files holding the tests marked `alone`, so that their run collects only those files.
 ALONE_FILES = $(if $(PYTEST_ARGS),,$(shell grep -l 'mark\.alone' tests/test_*.py))
 
@@ -55,13 +56,13 @@ run: $(VENV)/.installed-run
 ##       nothing to do.
 test: $(VENV)/.installed-test debian-tools node-packages
 	$(TEST_ENV) $(BIN)/python -m compileall -q lbauth
-	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=30 -m "not alone" $(PYTEST_ARGS) \
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal --durations=30 -m "not alone" $(PYTEST_ARGS) \
 		|| [ $$? = 5 ] \
 		|| { echo "Some tests failed: running the failed ones once more, on a quieter machine"; \
-		     $(TEST_ENV) $(BIN)/python -m pytest -n 2 -m "not alone" --lf --lfnf=none $(PYTEST_ARGS); }
-	$(TEST_ENV) $(BIN)/python -m pytest --durations=10 -m alone $(ALONE_FILES) $(PYTEST_ARGS) || [ $$? = 5 ] \
+		     $(PYTEST) -n 2 -m "not alone" --lf --lfnf=none $(PYTEST_ARGS); }
+	$(PYTEST) --durations=10 -m alone $(ALONE_FILES) $(PYTEST_ARGS) || [ $$? = 5 ] \
 		|| { echo "An outage test failed: running the failed ones once more"; \
-		     $(TEST_ENV) $(BIN)/python -m pytest --durations=10 -m alone --lf --lfnf=none $(ALONE_FILES) $(PYTEST_ARGS); }
+		     $(PYTEST) --durations=10 -m alone --lf --lfnf=none $(ALONE_FILES) $(PYTEST_ARGS); }
 
 # Debian's tools for the tests: chromium for the browser tests (never `playwright install`), and
 # oathtool for TOTP codes from an implementation that is not lbauth's. As root with apt-get, install
