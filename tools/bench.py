@@ -228,9 +228,15 @@ def http_table(results: dict) -> str:
                          f"{ours['non2xx'] + theirs['non2xx']}")
     if "postgresql_scaling" in results:
         sc = results["postgresql_scaling"]
-        for name, path in (("authorize", "/api/oauth/authorize/external"), ("refresh", "/api/oauth/token/refresh")):
-            lines.append(f"1 -> 2 workers, {path} on PostgreSQL: {sc[name]['rps_1_worker']} -> "
-                         f"{sc[name]['rps_2_workers']} req/s (x{sc[name]['speedup']}, median of {sc['rounds']})")
+        for name, label in (("authorize", "/api/oauth/authorize/external"), ("refresh", "/api/oauth/token/refresh"),
+                            ("prototype_authorize", "the prototype's authorize")):
+            if name in sc:  # the prototype's authorize: bench-results.json files from 2026-11-28 on
+                one, two = sc[name], "postgres_cpu_us_per_request_2_workers"
+                cpu = (f"; CPU per request, server {one['cpu_us_per_request_1_worker']} -> "
+                       f"{one['cpu_us_per_request_2_workers']} us, PostgreSQL "
+                       f"{one['postgres_cpu_us_per_request_1_worker']} -> {one[two]} us" if two in one else "")
+                lines.append(f"1 -> 2 workers, {label} on PostgreSQL: {one['rps_1_worker']} -> "
+                             f"{one['rps_2_workers']} req/s (x{one['speedup']}, median of {sc['rounds']}{cpu})")
     for backend, g in results.get("growth", {}).items():
         lines.append("")
         lines.append(f"growth, {backend}: refresh p50 {g['empty']['p50_ms']} ms on an empty database, "
