@@ -313,6 +313,15 @@ async def test_request_objects_are_refused(server, name, error):
     refused_with(await browser.get(oauth_url(params(setup, **{name: value}))), setup, error)
 
 
+@pytest.mark.parametrize("name", ["request", "request_uri"])
+async def test_an_empty_request_object_parameter_counts_as_omitted(server, name):
+    """RFC 6749 3.1: a parameter sent without a value is treated as if it were not sent."""
+    setup = await full_setup(server)
+    browser, _ = await first_approval(server, setup)
+    page = await browser.get(oauth_url(params(setup, **{name: ""})))
+    assert "code" in redirect_query(page.location, setup.redirect_uri), page.location
+
+
 async def test_display_locales_and_acr_values_are_accepted_and_ignored(server):
     setup = await full_setup(server)
     browser, _ = await first_approval(server, setup)

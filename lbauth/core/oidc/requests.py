@@ -41,9 +41,9 @@ class OpenIdParameters:
 def parse(params: Mapping[str, Sequence[str]]) -> OpenIdParameters:
     """The OpenID parameters of a request whose scope holds `openid` (each at most once: the
     caller has refused repeats); errors are redirectable (`invalid_request` and the two above)."""
-    if one(params, "request") is not None:
+    if one(params, "request"):  # RFC 6749 3.1: a parameter sent empty counts as omitted
         raise errors.RequestNotSupported()
-    if one(params, "request_uri") is not None:
+    if one(params, "request_uri"):
         raise errors.RequestUriNotSupported()
     nonce = checked_nonce(one(params, "nonce") or None)
     values = frozenset((one(params, "prompt") or "").split())
