@@ -208,7 +208,7 @@ class ClientDocuments:
             metadata.insert(conn, self.master_keys(), client, client_id=url, now=now, document_expires_at=expires_at)
             audit.record(conn, now, audit.EventType.CLIENT_REGISTERED, audit.Actor.client(url),
                          source=audit.Source(ip_address=address), detail={"clientId": url, "app": client.name,
-                                                                          "via": "document"})
+                                                                          "via": Registration.DOCUMENT})
         app = apps_repo.by_client_id(conn, url)
         assert app is not None
         return app

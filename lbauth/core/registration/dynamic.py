@@ -124,7 +124,7 @@ class DynamicRegistration:
             created = metadata.insert(conn, self.master_keys(), client, client_id=client_id, now=now,
                                       registration_token=access_token)
             audit.record(conn, now, audit.EventType.CLIENT_REGISTERED, audit.Actor.client(client_id), source=source,
-                         detail={"clientId": client_id, "app": client.name, "via": "dynamic"})
+                         detail={"clientId": client_id, "app": client.name, "via": Registration.DYNAMIC})
             app = apps_repo.by_client_id(conn, client_id)
             assert app is not None  # inserted just now, in this transaction
             return app, created.client_secret
