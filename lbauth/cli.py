@@ -40,6 +40,14 @@ from lbauth.core.ratelimit import RateLimiter
 from lbauth.core.registration import initial_tokens
 from lbauth.errors import LbauthError, ServerUnavailable
 from lbauth.handlers.account_json import account_change_json, audit_event_json, created_user_json, listed_user_json
+from lbauth.handlers.operator_json import (
+    app_json,
+    client_secret_json,
+    created_app_json,
+    event_json,
+    mail_json,
+    webhook_secret_json,
+)
 from lbauth.logs import redact
 from lbauth.settings import Settings, SettingsError
 from lbauth.storage import migrate
@@ -220,71 +228,75 @@ async def _id_token_key(db: Database, settings: Settings, alg: str | None) -> No
 async def cmd_apps_create(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         await _id_token_key(db, settings, args.id_token_alg)
-        return await _apps(db, settings, await master_keys_for(db, settings)).create(
+        return created_app_json(await _apps(db, settings, await master_keys_for(db, settings)).create(
             name=args.name, owner_email=args.owner, redirect_uris=args.redirect_uri, allowed_scopes=args.scope,
             webhook_url=args.webhook_url, id_token_alg=args.id_token_alg,
             post_logout_redirect_uris=args.post_logout_redirect_uri or (), public=args.public, device=args.device,
-            actor=operator())
+            actor=operator()))
     return await with_database(settings, work)
 
 
 async def cmd_apps_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, lambda db: _apps(db, settings).all_apps())
+    return [app_json(app) for app in await with_database(settings, lambda db: _apps(db, settings).all_apps())]
 
 
 async def cmd_apps_show(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return apps.view(await _apps(db, settings).get(args.client_id))
+        return app_json(await _apps(db, settings).get(args.client_id))
     return await with_database(settings, work)
 
 
 async def cmd_apps_update(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
         await _id_token_key(db, settings, args.id_token_alg)
-        return await _apps(db, settings).update(
+        return app_json(await _apps(db, settings).update(
             args.client_id, name=args.name, redirect_uris=args.redirect_uri,
             allowed_scopes=args.scope, webhook_url=args.webhook_url, enable_webhook=args.enable_webhook,
             id_token_alg=args.id_token_alg, post_logout_redirect_uris=args.post_logout_redirect_uri,
-            require_par=args.require_par, require_dpop=args.require_dpop, device=args.device)
+            require_par=args.require_par, require_dpop=args.require_dpop, device=args.device))
     return await with_database(settings, work)
 
 
 async def cmd_apps_rotate_secret(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: _apps(db, settings).rotate_client_secret(args.client_id,
-                                                                                             operator()))
+    secret = await with_database(settings, lambda db: _apps(db, settings).rotate_client_secret(args.client_id,
+                                                                                               operator()))
+    return client_secret_json(args.client_id, secret)
 
 
 async def cmd_apps_rotate_webhook_secret(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return await _apps(db, settings, await master_keys_for(db, settings)).rotate_webhook_secret(
-            args.client_id, operator())
+        return webhook_secret_json(args.client_id, await _apps(db, settings, await master_keys_for(db, settings))
+                                   .rotate_webhook_secret(args.client_id, operator()))
     return await with_database(settings, work)
 
 
 async def cmd_apps_test_webhook(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: outbox.send_test(db, SystemClock(), args.client_id))
+    return {"eventId": await with_database(settings, lambda db: outbox.send_test(db, SystemClock(), args.client_id))}
 
 
 async def cmd_webhooks_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status,
-                                                                        with_error=not args.json))
+    events = await with_database(settings, lambda db: outbox.list_events(db, client_id=args.app, status=args.status))
+    return [event_json(event, with_error=not args.json) for event in events]
 
 
 async def cmd_webhooks_redeliver(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id))
+    return event_json(await with_database(settings, lambda db: outbox.redeliver(db, SystemClock(), args.event_id)))
 
 
 async def cmd_mail_list(args: argparse.Namespace, settings: Settings) -> list:
-    return await with_database(settings, lambda db: mail_outbox.list_messages(db, status=args.status))
+    return [mail_json(message) for message in
+            await with_database(settings, lambda db: mail_outbox.list_messages(db, status=args.status))]
 
 
 async def cmd_mail_redeliver(args: argparse.Namespace, settings: Settings) -> dict:
-    return await with_database(settings, lambda db: mail_outbox.redeliver(db, SystemClock(), args.message_id))
+    return mail_json(await with_database(settings, lambda db: mail_outbox.redeliver(db, SystemClock(),
+                                                                                    args.message_id)))
 
 
 async def cmd_mail_test(args: argparse.Namespace, settings: Settings) -> dict:
     async def work(db: Database) -> dict:
-        return await mail_outbox.send_test(db, SystemClock(), await master_keys_for(db, settings), args.to)
+        return {"messageId": await mail_outbox.send_test(db, SystemClock(), await master_keys_for(db, settings),
+                                                         args.to)}
     return await with_database(settings, work)
 
 

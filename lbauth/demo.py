@@ -43,8 +43,8 @@ async def ensure_demo(db: Database, clock: Clock, master_keys: MasterKeys, setti
     if app is None:
         operator = apps.Apps(db, clock, lambda: master_keys, apps.AppPolicy(development=True))
         created = await operator.create(name=DEMO_APP, owner_email=DEMO_EMAIL, redirect_uris=[DEMO_REDIRECT_URI])
-        result.update(clientId=created["clientId"], clientSecret=created["clientSecret"],
-                      webhookSecret=created["webhookSecret"])
+        result.update(clientId=created.client_id, clientSecret=created.client_secret,
+                      webhookSecret=created.webhook_secret)
     else:
         result["clientId"] = app.client_id
     result["redirectUri"] = DEMO_REDIRECT_URI

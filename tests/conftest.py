@@ -40,6 +40,7 @@ from lbauth import settings as settings_mod
 from lbauth.clock import FrozenClock
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG, ensure_active_key
 from lbauth.core.crypto.masterkey import MasterKeys, generate_key_text
+from lbauth.handlers.operator_json import created_app_json
 from lbauth.mailer import DEVELOPMENT_LINK
 from lbauth.server import RunningServer, build_services, start
 from lbauth.services import Services
@@ -340,7 +341,8 @@ class TestServer:
     async def create_app(self, owner_email: str, **options: object) -> dict:
         options.setdefault("name", "Test App")
         options.setdefault("redirect_uris", ["https://app.example/callback"])
-        return await self.services.apps.create(owner_email=owner_email, **options)  # type: ignore[arg-type]
+        created = await self.services.apps.create(owner_email=owner_email, **options)  # type: ignore[arg-type]
+        return created_app_json(created)  # as `lbauth apps create --json` prints it
 
 
 async def start_server(tmp_path: Path, database_url: str, clock: FrozenClock | None = None, *,

@@ -14,6 +14,7 @@ import pytest
 
 from lbauth.clock import SystemClock
 from lbauth.core.clients import outbox
+from lbauth.handlers.operator_json import event_json
 from tests.account_helpers import (
     assert_user_token_revoked,
     change_password,
@@ -62,7 +63,7 @@ async def test_events_queued_while_the_receiver_is_down_are_all_delivered_after_
     r = await delete_account(server, s.token, s.user["password"])
     assert r.status == 200 and r.data["revokedAuthorizations"] == 2, r.text
     await server.running.deliverer.flush()
-    queued = await outbox.list_events(server.db)
+    queued = [event_json(e) for e in await outbox.list_events(server.db)]
     assert len(queued) == 3 and {e["status"] for e in queued} == {"pending"}, queued
     assert all(e["attempts"] >= 1 for e in queued)  # each was tried, and failed: the receiver is down
 
@@ -75,7 +76,7 @@ async def test_events_queued_while_the_receiver_is_down_are_all_delivered_after_
         assert {p["appId"] for p in delivered.values()} == {each.app["appId"] for each in apps}
         assert {(p["eventType"], p["reason"]) for p in delivered.values()} == {("authorization.revoked",
                                                                                "user_revoked")}
-        assert {e["status"] for e in await outbox.list_events(server.db)} == {"delivered"}
+        assert {e.status for e in await outbox.list_events(server.db)} == {"delivered"}
     finally:
         await back.stop()
 

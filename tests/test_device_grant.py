@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from sqlalchemy import select
 
+from lbauth.handlers.operator_json import app_json
 from lbauth.storage.models import device_codes, webhook_events
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import Page, PageSession, Setup, full_setup
@@ -367,11 +368,11 @@ async def test_the_consoles_checkbox_allows_the_grant(srv):
     page = await browser.submit(page, form, {"name": "TV App", "redirect_uris": "https://tv.example/cb",
                                              "device": "on"})
     assert page.status == 200, page.text[:300]
-    (app,) = await srv.services.apps.all_apps()
+    (app,) = [app_json(each) for each in await srv.services.apps.all_apps()]
     assert DEVICE_GRANT in app["grantTypes"]
     page = await browser.get(f"/console/apps/{app['clientId']}")
     save = next(f for f in page.forms if f.hidden().get("action") == "save")
     assert "checked" in device_checkbox(save)
     await browser.submit(page, save, {"name": "TV App", "redirect_uris": "https://tv.example/cb", "webhook_url": ""})
-    (app,) = await srv.services.apps.all_apps()
+    (app,) = [app_json(each) for each in await srv.services.apps.all_apps()]
     assert app["grantTypes"] == ["authorization_code", "refresh_token"]

@@ -11,7 +11,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from lbauth.core.clients import apps
+from lbauth.handlers.operator_json import app_json
 from tests.flow_helpers import (
     REGISTERED_URI,
     PageSession,
@@ -182,7 +182,7 @@ async def test_an_unregistered_uri_after_confirmation_gives_the_signed_out_page(
 async def test_only_an_exactly_registered_uri_is_a_redirect(server, uri):
     setup = await _setup(server)
     other = await server.create_app(setup.user["email"], post_logout_redirect_uris=[OTHER_LOGOUT_URI])
-    shown = apps.view(await server.services.apps.get(other["clientId"]))
+    shown = app_json(await server.services.apps.get(other["clientId"]))
     assert shown["postLogoutRedirectUris"] == [OTHER_LOGOUT_URI]  # another app's URI is not this app's
     browser, id_token = await _browser_sign_in(server, setup)
     page = await browser.get(_logout_url(id_token_hint=id_token, post_logout_redirect_uri=uri, state="s"))

@@ -202,7 +202,7 @@ async def test_a_recovery_code_works_once_and_sends_a_notice(server):
     typed = codes[0].upper().replace("-", "")  # any case, with or without the dashes
     r = await second_step(srv, step["mfaToken"], "recovery_code", typed)
     assert r.status == 200, r.text
-    kinds = [m["kind"] for m in await outbox.list_messages(srv.db) if m["recipient"] == user["email"]]
+    kinds = [m.kind for m in await outbox.list_messages(srv.db) if m.recipient == user["email"]]
     assert "recovery_code_used_notice" in kinds
 
     step = await password_step(srv, user)
@@ -259,7 +259,7 @@ async def test_removal_and_regeneration_need_a_recent_sign_in(server):
     r = await srv.client.get("/api/account/security", bearer=fresh)
     assert r.data == {"passkeys": [], "totp": False, "recoveryCodesLeft": 0}
     assert "token" in await password_step(srv, user)  # the password alone again
-    kinds = [m["kind"] for m in await outbox.list_messages(srv.db) if m["recipient"] == user["email"]]
+    kinds = [m.kind for m in await outbox.list_messages(srv.db) if m.recipient == user["email"]]
     assert {"factor_added_notice", "factor_removed_notice"} <= set(kinds)
 
 

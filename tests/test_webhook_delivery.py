@@ -14,6 +14,7 @@ from sqlalchemy import text
 from lbauth import webhooks
 from lbauth.core.clients import outbox
 from lbauth.delivery import ForbiddenAddress, PublicOnlyResolver
+from lbauth.handlers.operator_json import attempt_json, event_json
 from tests.conftest import arun_cli, start_server
 from tests.flow_helpers import full_setup, tokens_for
 from tests.receiver import Answer, Receiver
@@ -47,7 +48,7 @@ async def revoke(server, receiver, **app_options):
 
 
 async def event(server, event_id: str) -> dict:
-    return next(e for e in await outbox.list_events(server.db) if e["eventId"] == event_id)
+    return next(event_json(e) for e in await outbox.list_events(server.db) if e.id == event_id)
 
 
 def expected_signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -154,7 +155,7 @@ async def test_timeout_is_retried(srv, receiver):
     srv.clock.advance(SCHEDULE[0] * 1.1 + 1)
     await deliver(srv)
     assert (await event(srv, event_id))["status"] == "delivered"
-    attempts = (await outbox.attempts_of(srv.db, [event_id]))[event_id]
+    attempts = [attempt_json(a) for a in (await outbox.attempts_of(srv.db, [event_id]))[event_id]]
     assert [a["status"] for a in attempts] == [None, 200]
     assert "Timeout" in attempts[0]["error"] or "timeout" in attempts[0]["error"].lower()
     assert attempts[0]["latencyMs"] >= ATTEMPT_TIMEOUT * 1000 - 100 and attempts[1]["latencyMs"] >= 0
@@ -172,7 +173,7 @@ async def test_refused_connection_is_retried_until_the_schedule_is_spent(srv, re
         srv.clock.advance(max(SCHEDULE) * 1.1 + 1)
     failed = await event(srv, event_id)
     assert failed["status"] == "failed" and failed["attempts"] == len(SCHEDULE) + 1
-    attempts = (await outbox.attempts_of(srv.db, [event_id]))[event_id]
+    attempts = [attempt_json(a) for a in (await outbox.attempts_of(srv.db, [event_id]))[event_id]]
     assert all(a["status"] is None and a["error"] for a in attempts)
 
     # Nothing is dropped: the failed event can be delivered again, with the same eventId.

@@ -133,16 +133,16 @@ async def seed(database_url: str, data_dir: Path, count: int, codes_each: int) -
         await users.create_user(db, clock, email=owner, name="Bench owner", password="harbour-lights")
         keys = load_master_keys(settings)
         registry = apps.Apps(db, clock, lambda: keys, apps.AppPolicy(development=True))
-        registered: list[dict] = []
+        registered: list[apps.CreatedApp] = []
         for start in range(0, count, 50):  # a few at a time: PostgreSQL's round trips overlap
             registered += await asyncio.gather(*(
                 registry.create(name=f"Bench {i}", owner_email=owner, redirect_uris=[REDIRECT])
                 for i in range(start, min(start + 50, count))))
-        app_ids = {app["clientId"]: app["appId"] for app in registered}
+        app_ids = {app.client_id: app.app_id for app in registered}
         slots, rows = [], {table: [] for table in ("users", "sessions", "grants", "subjects", "codes", "tokens")}
         for i, app in enumerate(registered):
             user_id, grant_id, asu = f"usr_many{i}", f"gnt_many{i}", f"asu_many{i}"
-            app_id = app_ids[app["clientId"]]
+            app_id = app_ids[app.client_id]
             user_token, refresh_token = opaque.new_secret(opaque.USER_TOKEN), opaque.new_secret(opaque.REFRESH_TOKEN)
             codes = [opaque.new_secret(opaque.CODE) for _ in range(codes_each)]
             rows["users"].append(dict(id=user_id, email=f"many{i}@bench.example", name="M", avatar="", bio="",
@@ -158,7 +158,8 @@ async def seed(database_url: str, data_dir: Path, count: int, codes_each: int) -
             rows["tokens"].append(dict(token_hash=opaque.digest(refresh_token), app_id=app_id, user_id=user_id,
                                        grant_id=grant_id, code_hash=None, asu=asu, scopes=["userinfo"],
                                        created_at=now, expires_at=now + 86400))
-            slots.append({**app, "user_token": user_token, "refresh_token": refresh_token, "codes": codes})
+            slots.append({"clientId": app.client_id, "clientSecret": app.client_secret, "user_token": user_token,
+                          "refresh_token": refresh_token, "codes": codes})
         for table, name in ((users_table, "users"), (grants, "grants"), (subjects, "subjects"),
                             (authorization_codes, "codes"), (refresh_tokens, "tokens"), (sessions, "sessions")):
             if name == "sessions":  # used now: no request of the runs that follow writes its last use

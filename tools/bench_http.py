@@ -39,6 +39,7 @@ from lbauth.core.crypto.masterkey import load_master_keys
 from lbauth.core.oauth.authorization.codes import issue_code
 from lbauth.core.oauth.authorization.endpoint import load_client
 from lbauth.core.oauth.authorization.request import check_api_request
+from lbauth.handlers.operator_json import created_app_json
 from lbauth.settings import load as load_settings
 from lbauth.storage import migrate
 from lbauth.storage.db import open_database
@@ -308,7 +309,7 @@ class Deployment:
             operator = apps.Apps(db, clock, lambda: load_master_keys(settings), apps.AppPolicy(development=True))
             app = await operator.create(name="Bench", owner_email=email, redirect_uris=[REDIRECT])
             session = await accounts.sign_in(db, clock, 86400, email, "harbour-lights")
-            row = await load_client(db, app["clientId"], REDIRECT)
+            row = await load_client(db, app.client_id, REDIRECT)
             request = check_api_request(row, REDIRECT, OPENID_SCOPES, None, None, None)
             user_id = (await db.read(users_repo.by_email, email)).id
             now = int(time.time())
@@ -333,7 +334,7 @@ class Deployment:
                     codes[kind].append(plain)
             public = await operator.create(name="Bench agent", owner_email=email, redirect_uris=[REDIRECT],
                                            public=True)
-            public_row = await load_client(db, public["clientId"], REDIRECT)
+            public_row = await load_client(db, public.client_id, REDIRECT)
             await issue_code(db, clock, check_api_request(
                 public_row, REDIRECT, ["userinfo"], None, PKCE_CHALLENGE, "S256"), user_id, 3600)
             public_grant, public_asu = await db.read(lambda c: c.execute(
@@ -347,8 +348,8 @@ class Deployment:
                      expires_at=now + 3600, scopes=["userinfo"]) for c in public_codes]))
         finally:
             await db.close()
-        return {"public_client_id": public["clientId"], "public_codes": public_codes,
-                "client_id": app["clientId"], "client_secret": app["clientSecret"], "user_token": session.token,
+        return {"public_client_id": public.client_id, "public_codes": public_codes,
+                "client_id": app.client_id, "client_secret": app.client_secret, "user_token": session.token,
                 "codes": codes["plain"], "openid_codes": codes["RS256"], "openid_es256_codes": codes["ES256"],
                 "app_id": row.id}
 
@@ -504,7 +505,8 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         clock = SystemClock()
         email = f"stmt-{secrets.token_hex(4)}@example.com"
         await users.create_user(db, clock, email=email, name="S", password="statement-pass")
-        app = await running.services.apps.create(name="S", owner_email=email, redirect_uris=[REDIRECT])
+        app = created_app_json(await running.services.apps.create(name="S", owner_email=email,
+                                                                  redirect_uris=[REDIRECT]))
         session = await accounts.sign_in(db, clock, 3600, email, "statement-pass")
 
         async def call(method: str, path: str, body: bytes | None, headers: dict) -> tuple[dict, int]:
@@ -533,8 +535,8 @@ async def statements_per_request(backend_url: str, data_dir: Path) -> dict:
         openid_tokens, n_openid_exchange = await call("POST", "/api/oauth/token/code", urlencode(
             {**form, "code": data["code"]}).encode(), {"Content-Type": "application/x-www-form-urlencoded"})
         assert openid_tokens.get("idToken"), "an OpenID exchange answers an ID token"
-        public = await running.services.apps.create(name="P", owner_email=email, redirect_uris=[REDIRECT],
-                                                    public=True)
+        public = created_app_json(await running.services.apps.create(name="P", owner_email=email,
+                                                                     redirect_uris=[REDIRECT], public=True))
         data, _ = await call("POST", "/api/oauth/authorize/external", json.dumps(
             {"clientId": public["clientId"], "redirectUri": REDIRECT, "scope": ["userinfo"],
              "codeChallenge": PKCE_CHALLENGE, "codeChallengeMethod": "S256"}).encode(), auth_headers)

@@ -7,10 +7,10 @@ from typing import Any
 
 from lbauth.core import scopes
 from lbauth.core.audit import Actor
-from lbauth.core.clients import apps
 from lbauth.core.crypto.keys import ID_TOKEN_DEFAULT_ALG
 from lbauth.core.oidc.id_tokens import ID_TOKEN_ALGS
 from lbauth.errors import ApplicationNotFound, NotFound, ValidationFailed
+from lbauth.handlers.operator_json import app_json, attempt_json, event_json
 from lbauth.handlers.pages import PageHandler, signed_in
 from lbauth.storage.records import DEVICE_CODE_GRANT_TYPE, App
 
@@ -39,9 +39,12 @@ class ConsolePage(PageHandler):
         return row
 
     async def render_app(self, client_id: str, status: int = 200, **context: Any) -> None:
-        app = apps.view(await self.owned_app(client_id))
+        app = app_json(await self.owned_app(client_id))
         events, attempts = await self.services.apps.deliveries(client_id, limit=50)
-        self.render_page("console_app.html", status=status, app=app, events=events, attempts=attempts,
+        self.render_page("console_app.html", status=status, app=app,
+                         events=[event_json(event, with_error=True) for event in events],
+                         attempts={event_id: [attempt_json(attempt) for attempt in tried]
+                                   for event_id, tried in attempts.items()},
                          meanings=scopes.SCOPES, algs=ID_TOKEN_ALGS, device_grant=DEVICE_CODE_GRANT_TYPE,
                          notice=_NOTICES.get(self.get_query_argument("done", "")),
                          secrets=context.pop("secrets", {}), error=context.pop("error", None),
@@ -67,7 +70,7 @@ class ConsoleHome(ConsolePage):
     @signed_in
     async def get(self) -> None:
         owned = await self.services.apps.all_apps(owner_id=self.user.id)
-        self.render_page("console_home.html", apps=owned)
+        self.render_page("console_home.html", apps=[app_json(app) for app in owned])
 
 
 def _lines(text: str) -> list[str]:
@@ -106,9 +109,9 @@ class NewAppPage(ConsolePage):
         except ValidationFailed as exc:
             self.render_form_error("console_new.html", exc, values=form)
             return
-        await self.render_app(created["clientId"], created=True,
-                              secrets={name: secret for name, secret in (("client", created["clientSecret"]),
-                                       ("webhook", created["webhookSecret"])) if secret})  # a public client: none
+        await self.render_app(created.client_id, created=True,
+                              secrets={name: secret for name, secret in (("client", created.client_secret),
+                                       ("webhook", created.webhook_secret)) if secret})  # a public client: none
 
 
 class AppPage(ConsolePage):
@@ -134,12 +137,12 @@ class AppPage(ConsolePage):
                                       device=fields["device"])
                 done = "saved"
             elif action == "rotate-secret":
-                rotated = await operator.rotate_client_secret(client_id, Actor.user(self.user.id), self.source())
-                await self.render_app(client_id, secrets={"client": rotated["clientSecret"]})
+                secret = await operator.rotate_client_secret(client_id, Actor.user(self.user.id), self.source())
+                await self.render_app(client_id, secrets={"client": secret})
                 return
             elif action == "rotate-webhook-secret":
-                rotated = await operator.rotate_webhook_secret(client_id, Actor.user(self.user.id), self.source())
-                await self.render_app(client_id, secrets={"webhook": rotated["webhookSecret"]})
+                secret = await operator.rotate_webhook_secret(client_id, Actor.user(self.user.id), self.source())
+                await self.render_app(client_id, secrets={"webhook": secret})
                 return
             elif action == "test-webhook":
                 await operator.send_test_event(client_id)

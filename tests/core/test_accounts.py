@@ -342,9 +342,9 @@ async def test_disabling_ends_sessions_and_sign_in_until_enabled(accounts, clock
 
 async def test_deleting_revokes_grants_ends_sessions_erases_and_frees_the_email(services, accounts, clock, ada):
     app = await services.apps.create(name="App", owner_email=ada.email, redirect_uris=["https://app.example/callback"])
-    await services.db.transaction(grants_repo.insert_grant, grant_id="gnt_ada", app_id=app["appId"], user_id=ada.id,
+    await services.db.transaction(grants_repo.insert_grant, grant_id="gnt_ada", app_id=app.app_id, user_id=ada.id,
                                   scopes=["userinfo"], now=START_TIME)
-    await services.db.transaction(grants_repo.insert_subject, app_id=app["appId"], user_id=ada.id, asu="asu_ada",
+    await services.db.transaction(grants_repo.insert_subject, app_id=app.app_id, user_id=ada.id, asu="asu_ada",
                                   now=START_TIME)
     token, _ = await signed_in(accounts, ada)
     clock.advance(30)

@@ -73,7 +73,7 @@ async def world(services: Services) -> World:
     await users.create_user(services.db, services.clock, email=email, name="Ada", password=PASSWORD)
     app = await services.apps.create(name="Notes", owner_email=email, redirect_uris=[REDIRECT_URI])
     session = await services.accounts.sign_in(email, PASSWORD, kind=BROWSER)
-    return World(services, app["clientId"], await services.accounts.sessions.check(session.token, kind=BROWSER))
+    return World(services, app.client_id, await services.accounts.sessions.check(session.token, kind=BROWSER))
 
 
 def summary(decision: Decision) -> tuple[str, str | None]:

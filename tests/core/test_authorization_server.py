@@ -12,6 +12,7 @@ import pytest
 from lbauth import errors
 from lbauth.core import resources
 from lbauth.core.accounts import users
+from lbauth.core.clients.apps import CreatedApp
 from lbauth.core.oauth.authorization.codes import issue_code
 from lbauth.core.oauth.authorization.endpoint import load_client
 from lbauth.core.oauth.authorization.request import check_api_request
@@ -98,14 +99,14 @@ def backend() -> str:
 class Party:
     """A user and an app of theirs, with what it takes to issue codes."""
 
-    def __init__(self, services: Services, user_id: str, app: dict) -> None:
+    def __init__(self, services: Services, user_id: str, app: CreatedApp) -> None:
         self.services, self.user_id, self.app = services, user_id, app
-        self.client = ClientCredentials(app["clientId"], app["clientSecret"], "client_secret_post")
-        self.wrong_client = ClientCredentials(app["clientId"], "lba_cs_wrong", "client_secret_post")
+        self.client = ClientCredentials(app.client_id, app.client_secret, "client_secret_post")
+        self.wrong_client = ClientCredentials(app.client_id, "lba_cs_wrong", "client_secret_post")
 
     async def code(self, scope: tuple[str, ...] = ("userinfo", "memory.read")) -> str:
         s = self.services
-        app = await load_client(s.db, self.app["clientId"], REDIRECT_URI)
+        app = await load_client(s.db, self.app.client_id, REDIRECT_URI)
         request = check_api_request(app, REDIRECT_URI, list(scope), "state", None, None)
         return await issue_code(s.db, s.clock, request, self.user_id, s.settings.code_ttl)
 
@@ -170,7 +171,7 @@ async def test_a_code_exchange_authenticates_the_client_inside_the_redeem_statem
     assert statements == 2  # SQLite: claim the code (client matched by digest), store the refresh token
     assert token_set.scopes == ("userinfo", "memory.read") and token_set.expires_in == 7200
     claims = verified_access_token(services, token_set.access_token, audience=services.settings.audience)
-    assert (claims["sub"], claims["client_id"], claims["iat"]) == (alice.user_id, alice.app["clientId"], START_TIME)
+    assert (claims["sub"], claims["client_id"], claims["iat"]) == (alice.user_id, alice.app.client_id, START_TIME)
     assert claims["exp"] == START_TIME + 7200 and claims["scope"] == "userinfo memory.read"
     assert claims["aud"] == services.settings.audience
     error, _ = await counted(services, lambda: oauth.token(
@@ -204,14 +205,14 @@ async def test_a_bad_client_hears_invalid_client_before_any_grant_error(services
 
 
 async def test_an_unknown_client_and_a_wrong_secret_get_the_same_answer(services, alice):
-    unknown = ClientCredentials("cid_unknown", alice.app["clientSecret"], "client_secret_post")
+    unknown = ClientCredentials("cid_unknown", alice.app.client_secret, "client_secret_post")
     for client in (unknown, alice.wrong_client):
         error, statements = await counted(services, lambda c=client: services.oauth.authenticate(c))
         assert isinstance(error, errors.ClientSecretMismatch)
         assert error.message == "The client credentials are not valid."
         assert statements == 1
     app, _ = await counted(services, lambda: services.oauth.authenticate(alice.client))
-    assert app.client_id == alice.app["clientId"]
+    assert app.client_id == alice.app.client_id
 
 
 async def test_a_refresh_is_one_statement_and_may_narrow_the_scopes(services, alice):
@@ -245,7 +246,7 @@ async def test_revocation_and_introspection_authenticate_the_client_once(service
     token_set = await oauth.token(oauth.grant("authorization_code"), alice.client,
                                   alice.code_params(await alice.code()))
     answer, statements = await counted(services, lambda: oauth.introspect(alice.client, token_set.refresh_token))
-    assert answer["active"] is True and answer["client_id"] == alice.app["clientId"]
+    assert answer["active"] is True and answer["client_id"] == alice.app.client_id
     assert statements == 2  # the client, then the refresh token
     error, _ = await counted(services, lambda: oauth.revoke(alice.wrong_client, token_set.refresh_token))
     assert isinstance(error, errors.ClientSecretMismatch)
@@ -263,7 +264,7 @@ async def test_a_code_for_a_resource_authenticates_the_client_once(services, ali
     s, oauth = services, services.oauth
     for uri in ("https://notes.example/mcp", "https://voice.example/api"):
         await resources.add_resource(s.db, s.clock, uri)
-    app = await load_client(s.db, alice.app["clientId"], REDIRECT_URI)
+    app = await load_client(s.db, alice.app.client_id, REDIRECT_URI)
     request = await oauth.authorization_endpoint.resolve_resources(check_api_request(
         app, REDIRECT_URI, ["userinfo"], "state", None, None, ["https://notes.example/mcp"]))
     code = await issue_code(s.db, s.clock, request, alice.user_id, s.settings.code_ttl)
@@ -281,7 +282,7 @@ async def test_a_code_for_a_resource_authenticates_the_client_once(services, ali
     assert statements == 2
     claims = verified_access_token(s, token_set.access_token, audience="https://notes.example/mcp")
     assert claims["aud"] == "https://notes.example/mcp"  # the form given to add_resource, alone
-    assert (claims["sub"], claims["client_id"], claims["scope"]) == (alice.user_id, alice.app["clientId"], "userinfo")
+    assert (claims["sub"], claims["client_id"], claims["scope"]) == (alice.user_id, alice.app.client_id, "userinfo")
     assert (claims["iat"], claims["exp"]) == (START_TIME, START_TIME + 7200)
 
 

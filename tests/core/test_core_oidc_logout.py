@@ -30,7 +30,7 @@ async def client_id(services: Services) -> str:
     await users.create_user(services.db, services.clock, email="owner@example.com", name="O", password="plover kettle")
     app = await services.apps.create(name="RP", owner_email="owner@example.com", redirect_uris=["https://rp.example/cb"],
                                      post_logout_redirect_uris=[BACK])
-    return app["clientId"]
+    return app.client_id
 
 
 async def hint(services: Services, client_id: str, *, session_id: str | None = "ses_1",

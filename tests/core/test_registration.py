@@ -72,7 +72,7 @@ async def test_an_operators_app_is_not_managed_by_a_registration_token(services)
     await users.create_user(services.db, services.clock, email="owner@example.com", name="O", password="plover kettle")
     app = await services.apps.create(name="Notes", owner_email="owner@example.com", redirect_uris=[CALLBACK])
     with pytest.raises(errors.TokenInvalid):
-        await services.registration.read(app["clientId"], "lba_rat_anything")
+        await services.registration.read(app.client_id, "lba_rat_anything")
 
 
 # ---- client ID metadata documents -----------------------------------------------------------------------

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from lbauth.clock import Clock, iso
+from lbauth.clock import Clock
 from lbauth.core import audit
 from lbauth.core.clients import metadata, outbox
 from lbauth.core.crypto import opaque
@@ -28,6 +28,8 @@ from lbauth.storage.records import (
     AppChanges,
     ClientMetadata,
     Registration,
+    WebhookAttempt,
+    WebhookEvent,
 )
 from lbauth.storage.repo import apps as repo
 from lbauth.storage.repo import users as users_repo
@@ -47,16 +49,17 @@ _LABELS = {"client_name": "app name", "redirect_uris": "redirect URIs", "id_toke
            "post_logout_redirect_uris": "post-logout redirect URIs", "webhook_url": "webhook URL"}
 
 
-def view(app: App) -> dict[str, Any]:
-    """An app as `apps show/list/update` and the console show it: no secret, ever."""
-    return {"appId": app.id, "clientId": app.client_id, "name": app.name, "owner": app.owner_email,
-            "redirectUris": list(app.redirect_uris), "scopes": list(app.scopes), "webhookUrl": app.webhook_url,
-            "webhookEnabled": app.webhook_disabled_at is None, "idTokenAlg": app.id_token_alg,
-            "postLogoutRedirectUris": list(app.post_logout_redirect_uris),
-            "tokenEndpointAuthMethod": app.token_endpoint_auth_method,
-            "requirePushedAuthorizationRequests": app.requires_pushed_requests,
-            "dpopBoundAccessTokens": app.requires_dpop, "grantTypes": ClientMetadata.of(app).grant_types,
-            "createdAt": iso(app.created_at), "updatedAt": iso(app.updated_at)}
+@dataclass(frozen=True)
+class CreatedApp:
+    """An app just registered by an operator or its owner, with both secrets, shown this once (the
+    client secret is None for a public client)."""
+    app_id: str
+    client_id: str
+    client_secret: str | None = field(repr=False)
+    webhook_secret: str = field(repr=False)
+    redirect_uris: list[str]
+    scopes: list[str]
+    webhook_url: str | None
 
 
 def intake(policy: AppPolicy) -> metadata.Intake:
@@ -88,11 +91,11 @@ class Apps:
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      id_token_alg: str = ID_TOKEN_DEFAULT_ALG, post_logout_redirect_uris: Sequence[str] = (),
                      public: bool = False, device: bool = False, actor: audit.Actor = audit.OPERATOR,
-                     source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
-        """Register an app; returns the contract's creation record with both secrets, shown this once.
-        A public client (contract 17: `token_endpoint_auth_method` none) has no client secret:
-        `clientSecret` is null. `device`: it may use the device grant (RFC 8628). `actor`: an
-        operator (`lbauth apps create`) or the owner (the console), for the audit log."""
+                     source: audit.Source = audit.NO_SOURCE) -> CreatedApp:
+        """Register an app; returns it with both secrets, shown this once. A public client (contract
+        17: `token_endpoint_auth_method` none) has no client secret. `device`: it may use the device
+        grant (RFC 8628). `actor`: an operator (`lbauth apps create`) or the owner (the console),
+        for the audit log."""
         with _as_validation_failed():
             client = metadata.validate({
                 "client_name": name, "redirect_uris": list(redirect_uris),
@@ -113,9 +116,8 @@ class Apps:
             return created
 
         created = await self.db.transaction(work)
-        return {"appId": created.app_id, "clientId": client_id, "clientSecret": created.client_secret,
-                "webhookSecret": created.webhook_secret, "redirectUris": client.redirect_uris,
-                "scopes": client.scopes, "webhookUrl": client.webhook_url}
+        return CreatedApp(created.app_id, client_id, created.client_secret, created.webhook_secret,
+                          list(client.redirect_uris), list(client.scopes), client.webhook_url)
 
     async def get(self, client_id: str) -> App:
         app = await self.db.read(repo.by_client_id, client_id) if isinstance(client_id, str) else None
@@ -123,18 +125,19 @@ class Apps:
             raise ApplicationNotFound()
         return app
 
-    async def all_apps(self, owner_id: str | None = None) -> list[dict[str, Any]]:
-        return [view(app) for app in await self.db.read(repo.all_apps, owner_id)]
+    async def all_apps(self, owner_id: str | None = None) -> list[App]:
+        return await self.db.read(repo.all_apps, owner_id)
 
     async def update(self, client_id: str, *, name: str | None = None, redirect_uris: Sequence[str] | None = None,
                      allowed_scopes: Sequence[str] | None = None, webhook_url: str | None = None,
                      enable_webhook: bool = False, id_token_alg: str | None = None,
                      post_logout_redirect_uris: Sequence[str] | None = None,
                      require_par: bool | None = None, require_dpop: bool | None = None,
-                     device: bool | None = None) -> dict[str, Any]:
-        """Change what is given; `webhook_url=""` removes the webhook; `require_par`: only pushed
-        authorization requests (RFC 9126 6); `require_dpop`: only DPoP-bound tokens (RFC 9449 5.2);
-        `device`: the device grant (RFC 8628) added to its `grant_types`, or removed."""
+                     device: bool | None = None) -> App:
+        """Change what is given, and return the app changed; `webhook_url=""` removes the webhook;
+        `require_par`: only pushed authorization requests (RFC 9126 6); `require_dpop`: only
+        DPoP-bound tokens (RFC 9449 5.2); `device`: the device grant (RFC 8628) added to its
+        `grant_types`, or removed."""
         given = {"client_name": name, "redirect_uris": None if redirect_uris is None else list(redirect_uris),
                  "scopes": allowed_scopes, "webhook_url": webhook_url, "id_token_alg": id_token_alg,
                  "post_logout_redirect_uris": post_logout_redirect_uris,
@@ -152,27 +155,28 @@ class Apps:
         return await self._change(client_id, changes, extensions, grants)
 
     async def rotate_client_secret(self, client_id: str, actor: audit.Actor = audit.OPERATOR,
-                                   source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
-        """A confidential app's new secret; a public client has none to rotate (contract 17). Whether
+                                   source: audit.Source = audit.NO_SOURCE) -> str:
+        """A confidential app's new secret, shown this once; a public client has none to rotate (contract 17). Whether
         an app is public never changes, so it is checked before the change."""
         if (await self.get(client_id)).public:
             raise ValidationFailed("This app is a public client: it has no client secret to rotate.")
         secret = opaque.new_secret(opaque.CLIENT_SECRET)
         await self._change(client_id, AppChanges(client_secret_hash=opaque.digest(secret)),
                            rotated=_Rotation("client", actor, source))
-        return {"clientId": client_id, "clientSecret": secret}
+        return secret
 
     async def rotate_webhook_secret(self, client_id: str, actor: audit.Actor = audit.OPERATOR,
-                                    source: audit.Source = audit.NO_SOURCE) -> dict[str, Any]:
+                                    source: audit.Source = audit.NO_SOURCE) -> str:
+        """The app's new webhook secret, shown this once."""
         secret = opaque.new_secret(opaque.WEBHOOK_SECRET)
         app = await self.get(client_id)
         sealed = self.master_keys().seal(secret.encode(), metadata.webhook_secret_purpose(app.id))
         await self._change(client_id, AppChanges(webhook_secret_sealed=sealed),
                            rotated=_Rotation("webhook", actor, source))
-        return {"clientId": client_id, "webhookSecret": secret}
+        return secret
 
     async def _change(self, client_id: str, changes: AppChanges, extensions: dict[str, Any] | None = None,
-                      grants: dict[str, bool] | None = None, rotated: _Rotation | None = None) -> dict[str, Any]:
+                      grants: dict[str, bool] | None = None, rotated: _Rotation | None = None) -> App:
         """`extensions`: new values of fields kept in `client_metadata`, merged into the stored ones;
         `grants`: grant types added to (True) or removed from (False) the stored `grant_types`;
         `rotated`: the change is a new secret, recorded in the audit log with it."""
@@ -195,7 +199,7 @@ class Apps:
             changed = repo.by_client_id(conn, client_id)
             assert changed is not None  # in this transaction, since the read above
             return changed
-        return view(await self.db.transaction(work))
+        return await self.db.transaction(work)
 
     def _granted(self, grant_types: list[str], grants: dict[str, bool]) -> dict[str, Any]:
         """The `grant_types` field with `grants` added or removed, checked as a registration's."""
@@ -206,15 +210,17 @@ class Apps:
 
     # ---- the app's webhook deliveries (contract 10 and 12) --------------------------------------------
 
-    async def deliveries(self, client_id: str, limit: int) -> tuple[list[dict[str, Any]], dict[str, list[Any]]]:
+    async def deliveries(self, client_id: str,
+                         limit: int) -> tuple[list[WebhookEvent], dict[str, list[WebhookAttempt]]]:
         """The app's latest webhook events, and each one's attempts by event id."""
-        events = (await outbox.list_events(self.db, client_id=client_id, with_error=True))[:limit]
-        return events, await outbox.attempts_of(self.db, [e["eventId"] for e in events])
+        events = (await outbox.list_events(self.db, client_id=client_id))[:limit]
+        return events, await outbox.attempts_of(self.db, [event.id for event in events])
 
-    async def send_test_event(self, client_id: str) -> dict[str, Any]:
+    async def send_test_event(self, client_id: str) -> str:
+        """The test event's id."""
         return await outbox.send_test(self.db, self.clock, client_id)
 
-    async def redeliver(self, client_id: str, event_id: str) -> dict[str, Any]:
+    async def redeliver(self, client_id: str, event_id: str) -> WebhookEvent:
         return await outbox.redeliver(self.db, self.clock, event_id, client_id=client_id)
 
 

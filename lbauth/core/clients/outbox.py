@@ -12,7 +12,6 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from lbauth import tracing
 from lbauth.clock import Clock, iso
@@ -136,9 +135,9 @@ async def record(db: Database, clock: Clock, event: Claimed, *, status: int | No
     return outcome
 
 
-async def send_test(db: Database, clock: Clock, client_id: str) -> dict[str, Any]:
+async def send_test(db: Database, clock: Clock, client_id: str) -> str:
     """A test delivery (spec section 6): reason `test_delivery`, an `asu_test_` id that belongs to
-    no user, and no grant touched."""
+    no user, and no grant touched. Returns the event's id."""
     def work(conn: Connection) -> str:
         app = apps_repo.by_client_id(conn, client_id)
         if app is None:
@@ -147,26 +146,12 @@ async def send_test(db: Database, clock: Clock, client_id: str) -> dict[str, Any
             raise ValidationFailed("This app has no webhook URL; set one first.")
         return write_event(conn, app_id=app.id, asu=opaque.new_id("asu_test_"), reason=TEST_DELIVERY,
                            now=int(clock.now()))
-    return {"eventId": await db.transaction(work)}
+    return await db.transaction(work)
 
 
-def view(event: WebhookEvent) -> dict[str, Any]:
-    """An event as `lbauth webhooks list` and the console show it (contract section 2)."""
-    return {"eventId": event.id, "appId": event.app_id, "clientId": event.client_id, "eventType": event.event_type,
-            "reason": event.reason, "status": event.status, "attempts": event.attempts,
-            "lastStatus": event.last_status, "nextAttemptAt": iso(event.next_attempt_at),
-            "createdAt": iso(event.created_at)}
-
-
-def attempt_view(attempt: WebhookAttempt) -> dict[str, Any]:
-    return {"attemptedAt": iso(attempt.attempted_at), "status": attempt.status, "latencyMs": attempt.latency_ms,
-            "error": attempt.error}
-
-
-async def list_events(db: Database, *, client_id: str | None = None, status: str | None = None,
-                      with_error: bool = False) -> list[dict[str, Any]]:
-    """The events, newest first; `with_error` adds `lastError`, why the last attempt failed (or
-    why none was made: "the app has no webhook URL"), for people reading them."""
+async def list_events(db: Database, *, client_id: str | None = None,
+                      status: str | None = None) -> list[WebhookEvent]:
+    """The events, newest first."""
     if status is not None and status not in STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(STATUSES)}")
 
@@ -178,19 +163,19 @@ async def list_events(db: Database, *, client_id: str | None = None, status: str
                 raise ApplicationNotFound()
             app_id = app.id
         return repo.events(conn, app_id=app_id, status=status)
-    return [{**view(event), "lastError": event.last_error} if with_error else view(event)
-            for event in await db.read(work)]
+    return await db.read(work)
 
 
-async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    found: dict[str, list[dict[str, Any]]] = {event_id: [] for event_id in event_ids}
+async def attempts_of(db: Database, event_ids: list[str]) -> dict[str, list[WebhookAttempt]]:
+    """Each event's delivery attempts, by event id."""
+    found: dict[str, list[WebhookAttempt]] = {event_id: [] for event_id in event_ids}
     for attempt in await db.read(repo.attempts, event_ids):
-        found[attempt.event_id].append(attempt_view(attempt))
+        found[attempt.event_id].append(attempt)
     return found
 
 
 async def redeliver(db: Database, clock: Clock, event_id: str, *,
-                    client_id: str | None = None) -> dict[str, Any]:
+                    client_id: str | None = None) -> WebhookEvent:
     """Queue an event again, now, with a fresh round of the retry schedule (same eventId).
     With `client_id`, only an event of that app (the console: its owner's events only)."""
     now = int(clock.now())
@@ -203,7 +188,7 @@ async def redeliver(db: Database, clock: Clock, event_id: str, *,
         requeued = repo.by_id(conn, event_id)
         assert requeued is not None  # in this transaction, since the read above
         return requeued
-    return view(await db.transaction(work))
+    return await db.transaction(work)
 
 
 async def pending_summary(db: Database, clock: Clock) -> tuple[int, int]:

@@ -16,10 +16,9 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from enum import Enum
-from typing import Any
 from urllib.parse import urlsplit
 
-from lbauth.clock import Clock, iso
+from lbauth.clock import Clock
 from lbauth.core.clients.outbox import retry_delay
 from lbauth.core.crypto import opaque
 from lbauth.core.crypto.masterkey import MasterKeys
@@ -182,30 +181,22 @@ def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-async def send_test(db: Database, clock: Clock, master_keys: MasterKeys, recipient: str) -> dict[str, Any]:
-    """Queue a `test` message to `recipient`; the server's mailer sends it."""
+async def send_test(db: Database, clock: Clock, master_keys: MasterKeys, recipient: str) -> str:
+    """Queue a `test` message to `recipient`; the server's mailer sends it. Returns its id."""
     check_address(recipient)
     message_id = await db.transaction(lambda conn: queue(conn, master_keys, kind=TEST_KIND, recipient=recipient,
                                                          params={}, now=int(clock.now())))
-    return {"messageId": message_id}
+    return message_id
 
 
-def view(message: MailMessage) -> dict[str, Any]:
-    """A message as `lbauth mail list` shows it. `lastError` never holds the letter (nor its link)."""
-    return {"messageId": message.id, "kind": message.kind, "recipient": message.recipient, "status": message.status,
-            "attempts": message.attempts, "lastError": message.last_error,
-            "nextAttemptAt": iso(message.next_attempt_at), "createdAt": iso(message.created_at),
-            "sentAt": iso(message.sent_at)}
-
-
-async def list_messages(db: Database, *, status: str | None = None) -> list[dict[str, Any]]:
+async def list_messages(db: Database, *, status: str | None = None) -> list[MailMessage]:
     """The messages, newest first."""
     if status is not None and status not in STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(STATUSES)}")
-    return [view(message) for message in await db.read(lambda conn: repo.listed(conn, status=status))]
+    return await db.read(lambda conn: repo.listed(conn, status=status))
 
 
-async def redeliver(db: Database, clock: Clock, message_id: str) -> dict[str, Any]:
+async def redeliver(db: Database, clock: Clock, message_id: str) -> MailMessage:
     """Queue a message again, now, with a fresh round of the retry schedule. A composed message
     sends the same letter again (its link may since have been used or have expired)."""
     now = int(clock.now())
@@ -217,7 +208,7 @@ async def redeliver(db: Database, clock: Clock, message_id: str) -> dict[str, An
         requeued = repo.by_id(conn, message_id)
         assert requeued is not None  # in this transaction, since the read above
         return requeued
-    return view(await db.transaction(work))
+    return await db.transaction(work)
 
 
 async def pending_count(db: Database) -> int:
