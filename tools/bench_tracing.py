@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -30,12 +29,12 @@ TOOLS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TOOLS), str(TOOLS.parent)]
 
 import bench_http  # noqa: E402
+import bench_prototype  # noqa: E402
 from bench_dpop import TOKEN_LUA  # noqa: E402
 from bench_http import REDIRECT, Deployment, ensure_wrk, run_wrk  # noqa: E402
 
 MAX_RPS = 6000  # exchanges/s a run's codes must cover
 MODES = ("off", "spans", "otlp")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class DiscardingCollector:
@@ -68,17 +67,7 @@ class DiscardingCollector:
 
 def cpu_seconds(process_group: int) -> float:
     """User + system CPU of every live process of the group (the supervisor and its workers)."""
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == process_group:  # pgrp; utime and stime are fields 14 and 15 of stat
-            total += int(fields[11]) + int(fields[12])
-    return total / TICKS
+    return bench_prototype.cpu_seconds(process_group)[0]
 
 
 def configure(deployment: Deployment, mode: str, collector: DiscardingCollector) -> None:

@@ -156,8 +156,8 @@ class Apps:
 
     async def rotate_client_secret(self, client_id: str, actor: audit.Actor = audit.OPERATOR,
                                    source: audit.Source = audit.NO_SOURCE) -> str:
-        """A confidential app's new secret, shown this once; a public client has none to rotate (contract 17). Whether
-        an app is public never changes, so it is checked before the change."""
+        """A confidential app's new secret, shown this once; a public client has none to rotate
+        (contract 17). Whether an app is public never changes, so it is checked before the change."""
         if (await self.get(client_id)).public:
             raise ValidationFailed("This app is a public client: it has no client secret to rotate.")
         secret = opaque.new_secret(opaque.CLIENT_SECRET)

@@ -184,9 +184,8 @@ def _html(text: str) -> str:
 async def send_test(db: Database, clock: Clock, master_keys: MasterKeys, recipient: str) -> str:
     """Queue a `test` message to `recipient`; the server's mailer sends it. Returns its id."""
     check_address(recipient)
-    message_id = await db.transaction(lambda conn: queue(conn, master_keys, kind=TEST_KIND, recipient=recipient,
-                                                         params={}, now=int(clock.now())))
-    return message_id
+    return await db.transaction(lambda conn: queue(conn, master_keys, kind=TEST_KIND, recipient=recipient,
+                                                   params={}, now=int(clock.now())))
 
 
 async def list_messages(db: Database, *, status: str | None = None) -> list[MailMessage]:
